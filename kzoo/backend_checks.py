@@ -1,0 +1,74 @@
+"""The one place model code asks which backend runs: can a tensor be read now?
+
+Input checks (token ids inside the vocabulary, ...) read tensor values, which is
+possible in eager calls on every backend but not inside a traced or compiled
+function (`tf.function`, `jax.jit`, `torch.compile`). Each backend answers that
+question differently, so the answer is isolated here.
+"""
+
+import keras
+import numpy as np
+
+
+def is_concrete(x):
+    """True when `x`'s values can be read without breaking a trace.
+
+    Example:
+
+    >>> import numpy as np
+    >>> is_concrete(np.zeros(3))
+    True
+    """
+    if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
+        return True
+    if keras.backend.is_keras_tensor(x):
+        return False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly()
+    if backend == "jax":
+        import jax
+
+        return not isinstance(x, jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return not torch.compiler.is_compiling()
+    return False
+
+
+def check_ids_in_range(ids, vocabulary_size, what):
+    """Raises the same `ValueError` on every backend for ids outside `[0, vocabulary_size)`.
+
+    Keras' `Embedding` raises on TensorFlow and torch for out-of-range ids but
+    silently returns NaN rows (and wraps `-1` to the last row) on JAX. This
+    check runs wherever the ids can be read (eager calls); inside compiled
+    training and prediction steps the preprocessors validate ids instead.
+
+    Args:
+        ids: integer tensor or array.
+        vocabulary_size: number of rows of the embedding table.
+        what: a name for the ids in the message ("token ids", "segment ids").
+
+    Example:
+
+    >>> import numpy as np
+    >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
+    Traceback (most recent call last):
+    ...
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the tokenizer's vocabulary matches the model's `vocabulary_size`.
+    """
+    if not is_concrete(ids):
+        return
+    values = keras.ops.convert_to_numpy(ids)
+    if values.size == 0:
+        return
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high >= vocabulary_size:
+        raise ValueError(
+            f"{what} must lie in [0, {vocabulary_size}) (the embedding table has "
+            f"{vocabulary_size} rows), but got values from {low} to {high}. Check "
+            "that the tokenizer's vocabulary matches the model's `vocabulary_size`."
+        )

@@ -1,0 +1,31 @@
+"""Backend-agnostic building blocks of "Attention Is All You Need" (and BERT)."""
+
+from kzoo.layers.feed_forward import FeedForward, get_activation
+from kzoo.layers.masks import (
+    causal_attention_mask,
+    large_negative_number,
+    merge_attention_masks,
+    padding_attention_mask,
+)
+from kzoo.layers.multi_head_attention import MultiHeadAttention
+from kzoo.layers.position_encoding import PositionEmbedding, SinusoidalPositionEncoding
+from kzoo.layers.token_embedding import TokenEmbedding
+from kzoo.layers.transformer_block import TransformerBlock
+from kzoo.layers.transformer_decoder_block import TransformerDecoderBlock
+from kzoo.layers.transformer_encoder_block import TransformerEncoderBlock
+
+__all__ = [
+    "FeedForward",
+    "MultiHeadAttention",
+    "PositionEmbedding",
+    "SinusoidalPositionEncoding",
+    "TokenEmbedding",
+    "TransformerBlock",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+    "causal_attention_mask",
+    "get_activation",
+    "large_negative_number",
+    "merge_attention_masks",
+    "padding_attention_mask",
+]

@@ -1,0 +1,260 @@
+"""Multi-head scaled dot-product attention (Transformer paper, sec. 3.2, eq. 1)."""
+
+import math
+
+import keras
+from keras import ops
+
+from kzoo.layers.masks import large_negative_number
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention, "Attention Is All You Need" sec. 3.2.2 and eq. 1.
+
+    `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` with
+    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V`.
+
+    | argument     | paper symbol |
+    |--------------|--------------|
+    | `num_heads`  | h            |
+    | `key_dim`    | d_k          |
+    | `value_dim`  | d_v          |
+    | `output_dim` | d_model      |
+
+    `key_dim` and `value_dim` are free (Table 3 row B uses d_k != d_model / h).
+    Without `return_attention_scores`, and whenever attention dropout is
+    inactive (inference, or `dropout=0`), the layer uses the fused
+    `keras.ops.dot_product_attention` kernel (flash attention where the
+    hardware has it); the explicit einsum path runs only when probabilities are
+    requested, dropout is active, or `key_dim != value_dim`.
+
+    A query row whose keys are all masked out attends uniformly to every key
+    instead of producing NaN, in every dtype (float16 and bfloat16 included),
+    so fully padded rows stay finite.
+
+    Args:
+        num_heads: number of heads, h.
+        key_dim: size of each query/key head, d_k.
+        value_dim: size of each value head, d_v. Defaults to `key_dim`.
+        output_dim: size of the output projection W^O. Defaults to the last
+            dimension of the query.
+        dropout: dropout rate on the attention probabilities.
+        use_bias: whether the four projections have biases.
+        kernel_initializer: initializer for the projection kernels.
+        bias_initializer: initializer for the projection biases.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(batch, query_length, query_dim)`.
+        value: `(batch, key_length, value_input_dim)`; defaults to `query`
+            (self-attention). Pass the encoder output here for
+            encoder-decoder attention.
+        key: `(batch, key_length, key_input_dim)`; defaults to `value`.
+        attention_mask: boolean, broadcastable to
+            `(batch, query_length, key_length)`; `True` means "may attend".
+            See `kzoo.layers.padding_attention_mask` and
+            `kzoo.layers.causal_attention_mask`.
+        cache: optional `(key_cache, value_cache)`, shaped
+            `(batch, max_length, num_heads, key_dim)` and
+            `(batch, max_length, num_heads, value_dim)`, for incremental
+            decoding. With `cache_update_index`, the projected key/value of
+            this call are written into the cache at that index and the query
+            attends over the whole cache (mask future slots with
+            `attention_mask`). Without it, the cache is used as is (the
+            encoder's keys/values in cross-attention; see
+            `compute_key_value`).
+        cache_update_index: int or scalar tensor, the position of this call's
+            first token in the cache.
+        return_attention_scores: also return the attention probabilities,
+            `(batch, num_heads, query_length, key_length)`.
+        training: whether dropout is active.
+
+    Returns:
+        `output` of shape `(batch, query_length, output_dim)`; then, in this
+        order and only when asked for, the attention probabilities and the
+        updated cache: `(output, scores)`, `(output, cache)` or
+        `(output, scores, cache)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> attention = MultiHeadAttention(num_heads=2, key_dim=8)
+    >>> x = np.random.rand(3, 5, 16).astype("float32")
+    >>> output, scores = attention(x, return_attention_scores=True)
+    >>> tuple(output.shape), tuple(scores.shape)
+    ((3, 5, 16), (3, 2, 5, 5))
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+        def projection(name, head_dim):
+            # (batch, seq, dim) -> (batch, seq, heads, head_dim)
+            return keras.layers.EinsumDense(
+                "abc,cde->abde",
+                output_shape=(None, num_heads, head_dim),
+                bias_axes="de" if use_bias else None,
+                name=name,
+                **self._dense_kwargs(),
+            )
+
+        self.query_dense = projection("query", self.key_dim)
+        self.key_dense = projection("key", self.key_dim)
+        self.value_dense = projection("value", self.value_dim)
+        self.output_dense = None  # built in `build` once output_dim is known
+        self.dropout_layer = keras.layers.Dropout(dropout, name="attention_dropout")
+
+    def _dense_kwargs(self):
+        return {
+            "kernel_initializer": keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            ),
+            "bias_initializer": keras.initializers.get(
+                keras.initializers.serialize(self.bias_initializer)
+            ),
+            "dtype": self.dtype_policy,
+        }
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        output_dim = self.output_dim or query_shape[-1]
+        self.query_dense.build(query_shape)
+        self.key_dense.build(key_shape)
+        self.value_dense.build(value_shape)
+        # (batch, seq, heads, d_v) -> (batch, seq, d_model): Concat(heads) W^O
+        self.output_dense = keras.layers.EinsumDense(
+            "abcd,cde->abe",
+            output_shape=(None, output_dim),
+            bias_axes="e" if self.use_bias else None,
+            name="attention_output",
+            **self._dense_kwargs(),
+        )
+        self.output_dense.build((None, None, self.num_heads, self.value_dim))
+        self.built = True
+
+    def compute_key_value(self, value, key=None):
+        """Projects `key`/`value` once (`K W^K`, `V W^V`) to reuse as a cache.
+
+        Used for encoder-decoder attention in step-by-step decoding: the
+        encoder output does not change between steps.
+
+        Example:
+
+        >>> import numpy as np
+        >>> attention = MultiHeadAttention(num_heads=2, key_dim=4)
+        >>> memory = np.random.rand(1, 6, 8).astype("float32")
+        >>> query = np.random.rand(1, 1, 8).astype("float32")
+        >>> _ = attention(query, memory)
+        >>> k, v = attention.compute_key_value(memory)
+        >>> tuple(k.shape), tuple(v.shape)
+        ((1, 6, 2, 4), (1, 6, 2, 4))
+        """
+        key = value if key is None else key
+        return self.key_dense(key), self.value_dense(value)
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        value = query if value is None else value
+        q = self.query_dense(query)  # (B, T, h, d_k)
+        if cache is None:
+            k, v = self.compute_key_value(value, key)  # (B, S, h, d_k|d_v)
+        elif cache_update_index is None:
+            k, v = cache
+        else:
+            k_step, v_step = self.compute_key_value(value, key)
+            start = [0, cache_update_index, 0, 0]
+            k = ops.slice_update(cache[0], start, ops.cast(k_step, cache[0].dtype))
+            v = ops.slice_update(cache[1], start, ops.cast(v_step, cache[1].dtype))
+            cache = (k, v)
+
+        mask = self._attention_mask_for_heads(attention_mask)
+        dropout_active = bool(training) and self.dropout > 0
+        use_fused = not (
+            return_attention_scores or dropout_active or self.key_dim != self.value_dim
+        )
+        if use_fused:
+            context = ops.dot_product_attention(
+                q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim)
+            )
+            scores = None
+        else:
+            context, scores = self._explicit_attention(q, k, v, mask, training)
+        output = self.output_dense(context)  # (B, T, d_model)
+
+        results = (output,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def _attention_mask_for_heads(self, attention_mask):
+        """(B, T, S)-broadcastable mask -> (B, 1, T, S) with no all-False row."""
+        if attention_mask is None:
+            return None
+        mask = ops.cast(attention_mask, "bool")
+        if len(mask.shape) == 2:  # (B, S) padding mask
+            mask = ops.expand_dims(mask, 1)
+        mask = ops.expand_dims(mask, 1)  # add the heads axis
+        # A row with nothing to attend to would be softmax over -inf (NaN).
+        # Let such rows see every key instead; their outputs are ignored
+        # downstream anyway (they are padding).
+        empty_row = ops.logical_not(ops.any(mask, axis=-1, keepdims=True))
+        return ops.logical_or(mask, empty_row)
+
+    def _explicit_attention(self, q, k, v, mask, training):
+        # (B, h, T, S) = Q K^T / sqrt(d_k); eq. 1
+        logits = ops.einsum("bthd,bshd->bhts", q, k) / math.sqrt(self.key_dim)
+        logits = ops.cast(logits, "float32")  # softmax in float32 for fp16/bf16
+        if mask is not None:
+            logits = ops.where(mask, logits, large_negative_number("float32"))
+        probabilities = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        dropped = self.dropout_layer(probabilities, training=training)
+        context = ops.einsum("bhts,bshd->bthd", dropped, v)  # (B, T, h, d_v)
+        return context, probabilities
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,44 @@
+"""Token embeddings that can also produce vocabulary logits with the same matrix
+(three-way weight tying, "Attention Is All You Need" sec. 3.4; BERT's MLM output)."""
+
+import keras
+
+from kzoo.backend_checks import check_ids_in_range
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class TokenEmbedding(keras.layers.ReversibleEmbedding):
+    """An embedding table `W_e` that also maps hidden states to logits `h W_e^T`.
+
+    Sec. 3.4 of the Transformer paper shares one matrix between the source
+    embedding, the target embedding and the pre-softmax projection; BERT's
+    masked-LM output also uses the input embedding matrix transposed. This is
+    `keras.layers.ReversibleEmbedding` (`reverse=True` projects back to the
+    vocabulary) plus an id check: out-of-range ids raise the same `ValueError`
+    on every backend in eager calls, where Keras' JAX embedding would return
+    NaN rows silently.
+
+    Args:
+        input_dim: vocabulary size.
+        output_dim: embedding size (d_model, or H for BERT).
+        tie_weights: share the embedding matrix with the reverse projection.
+        **kwargs: other `keras.layers.ReversibleEmbedding` arguments.
+
+    Call arguments:
+        inputs: integer ids `(batch, sequence_length)`, or hidden states
+            `(batch, sequence_length, output_dim)` with `reverse=True`.
+        reverse: project hidden states to `(batch, sequence_length, input_dim)` logits.
+
+    Example:
+
+    >>> import numpy as np
+    >>> embedding = TokenEmbedding(input_dim=100, output_dim=8)
+    >>> hidden = embedding(np.array([[1, 2, 3]]))
+    >>> tuple(hidden.shape), tuple(embedding(hidden, reverse=True).shape)
+    ((1, 3, 8), (1, 3, 100))
+    """
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids")
+        return super().call(inputs, reverse=reverse)

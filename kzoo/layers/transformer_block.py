@@ -1,0 +1,166 @@
+"""What the encoder and decoder blocks share: the residual sub-layer wrapper of
+"Attention Is All You Need" sec. 3.1 and the blocks' common settings."""
+
+import keras
+
+from kzoo.layers.feed_forward import FeedForward
+from kzoo.layers.multi_head_attention import MultiHeadAttention
+
+
+def sublayer_connection(x, sublayer, layer_norm, dropout, normalize_first, training=None):
+    """One residual sub-layer: `LayerNorm(x + Dropout(Sublayer(x)))` (sec. 3.1, post-LN).
+
+    With `normalize_first=True` it is the pre-LN variant
+    `x + Dropout(Sublayer(LayerNorm(x)))` (tensor2tensor v2, most modern
+    models), which needs a final LayerNorm after the stack. Dropout on each
+    sub-layer output before the residual add is the paper's residual dropout
+    (sec. 5.4).
+
+    Returns:
+        `(y, extras)`: the block's new hidden states and whatever the sub-layer
+        returned after its output (attention scores, caches).
+    """
+    outputs = sublayer(layer_norm(x) if normalize_first else x)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    y = x + dropout(outputs[0], training=training)
+    if not normalize_first:
+        y = layer_norm(y)
+    return y, outputs[1:]
+
+
+class TransformerBlock(keras.layers.Layer):
+    """Settings shared by `TransformerEncoderBlock` and `TransformerDecoderBlock`.
+
+    | argument           | paper symbol                          |
+    |--------------------|---------------------------------------|
+    | `num_heads`        | h                                     |
+    | `key_dim`          | d_k (default d_model / h)             |
+    | `value_dim`        | d_v (default d_k)                     |
+    | `intermediate_dim` | d_ff                                  |
+    | `dropout`          | P_drop (residual dropout, sec. 5.4)   |
+
+    Args:
+        num_heads: attention heads h.
+        intermediate_dim: feed-forward inner size d_ff.
+        key_dim: query/key size per head d_k; defaults to d_model / h.
+        value_dim: value size per head d_v; defaults to `key_dim`.
+        dropout: P_drop, applied to every sub-layer output before the residual add.
+        attention_dropout: dropout on attention probabilities. The Transformer
+            paper has none (0.0, the default); BERT uses 0.1.
+        activation: feed-forward activation, "relu", "gelu" or "gelu_approximate".
+        layer_norm_epsilon: LayerNorm epsilon (1e-6 as in tensor2tensor; BERT 1e-12).
+        normalize_first: pre-LN instead of the paper's post-LN.
+        kernel_initializer: initializer for every kernel.
+        bias_initializer: initializer for every bias.
+        **kwargs: `keras.layers.Layer` arguments.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        normalize_first=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.normalize_first = normalize_first
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = False
+
+    def _initializers(self):
+        """Fresh initializer objects per sub-layer (sharing one seeds them alike)."""
+        return {
+            "kernel_initializer": keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            ),
+            "bias_initializer": keras.initializers.get(
+                keras.initializers.serialize(self.bias_initializer)
+            ),
+        }
+
+    def _head_dims(self, hidden_dim):
+        key_dim = self.key_dim
+        if key_dim is None:
+            if hidden_dim % self.num_heads:
+                raise ValueError(
+                    f"`{self.name}`: d_model={hidden_dim} is not divisible by "
+                    f"num_heads={self.num_heads}. Pass `key_dim` (d_k) explicitly "
+                    "or choose a number of heads that divides the hidden size."
+                )
+            key_dim = hidden_dim // self.num_heads
+        return key_dim, self.value_dim or key_dim
+
+    def _attention(self, hidden_dim, name):
+        key_dim, value_dim = self._head_dims(hidden_dim)
+        return MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            output_dim=hidden_dim,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name=name,
+            **self._initializers(),
+        )
+
+    def _residual_parts(self, name, hidden_shape):
+        """The LayerNorm and residual dropout around one sub-layer."""
+        layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_layer_norm"
+        )
+        layer_norm.build(hidden_shape)
+        dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout")
+        return layer_norm, dropout
+
+    def _residual(self, x, sublayer, layer_norm, dropout, training):
+        return sublayer_connection(
+            x, sublayer, layer_norm, dropout, self.normalize_first, training
+        )
+
+    def _feed_forward(self):
+        return FeedForward(
+            self.intermediate_dim,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+            **self._initializers(),
+        )
+
+    def compute_output_shape(self, *input_shapes, **kwargs):
+        return input_shapes[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "normalize_first": self.normalize_first,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

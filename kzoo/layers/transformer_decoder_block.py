@@ -1,0 +1,154 @@
+"""One decoder layer, "Attention Is All You Need" sec. 3.1 (Figure 1, right)."""
+
+import keras
+from keras import ops
+
+from kzoo.layers.masks import (
+    causal_attention_mask,
+    merge_attention_masks,
+    padding_attention_mask,
+)
+from kzoo.layers.transformer_block import TransformerBlock
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class TransformerDecoderBlock(TransformerBlock):
+    """Masked self-attention, encoder-decoder attention, feed-forward (sec. 3.1).
+
+    Each of the three sub-layers is wrapped as `LayerNorm(x + Dropout(Sublayer(x)))`
+    (post-LN; pre-LN with `normalize_first=True`). Self-attention is causal
+    (sec. 3.2.3: position i attends to positions <= i). In encoder-decoder
+    attention the queries come from the decoder and the keys and values from
+    the encoder output, the "memory" (sec. 3.2.3).
+
+    Constructor arguments are those of `kzoo.layers.TransformerBlock`.
+
+    Call arguments:
+        decoder_sequence: `(batch, target_length, d_model)`.
+        encoder_sequence: `(batch, source_length, d_model)`, the encoder output.
+            May be omitted when `cross_attention_cache` holds its projections.
+        decoder_padding_mask: optional `(batch, key_length)` for the
+            self-attention keys (`key_length` is `target_length`, or the cache
+            length when decoding with a cache).
+        encoder_padding_mask: optional `(batch, source_length)`.
+        use_causal_mask: apply the causal mask (default `True`).
+        self_attention_cache: optional `(key_cache, value_cache)` for
+            step-by-step decoding (see `kzoo.layers.MultiHeadAttention`).
+        self_attention_cache_update_index: where this call's tokens go in the cache.
+        cross_attention_cache: optional precomputed `(keys, values)` of the
+            encoder output, from `block.cross_attention.compute_key_value(memory)`.
+        return_attention_scores: also return
+            `{"self_attention": ..., "cross_attention": ...}` probabilities.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, target_length, d_model)`; then, only when asked for, the
+        scores dict and the updated self-attention cache, in that order.
+
+    Example:
+
+    >>> import numpy as np
+    >>> block = TransformerDecoderBlock(num_heads=2, intermediate_dim=32)
+    >>> target = np.random.rand(2, 4, 16).astype("float32")
+    >>> memory = np.random.rand(2, 6, 16).astype("float32")
+    >>> tuple(block(target, memory).shape)
+    (2, 4, 16)
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        hidden_dim = decoder_sequence_shape[-1]
+        encoder_sequence_shape = encoder_sequence_shape or decoder_sequence_shape
+        self.self_attention = self._attention(hidden_dim, "self_attention")
+        self.self_attention.build(decoder_sequence_shape)
+        self.self_attention_layer_norm, self.self_attention_dropout = self._residual_parts(
+            "self_attention", decoder_sequence_shape
+        )
+        self.cross_attention = self._attention(hidden_dim, "cross_attention")
+        self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
+        self.cross_attention_layer_norm, self.cross_attention_dropout = self._residual_parts(
+            "cross_attention", decoder_sequence_shape
+        )
+        self.feed_forward = self._feed_forward()
+        self.feed_forward.build(decoder_sequence_shape)
+        self.feed_forward_layer_norm, self.feed_forward_dropout = self._residual_parts(
+            "feed_forward", decoder_sequence_shape
+        )
+        self.built = True
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        if encoder_sequence is None and cross_attention_cache is None:
+            raise ValueError(
+                f"`{self.name}` needs the encoder output: pass `encoder_sequence`, "
+                "or its projections as `cross_attention_cache`."
+            )
+        self_mask = self._self_attention_mask(
+            decoder_sequence,
+            decoder_padding_mask,
+            use_causal_mask,
+            self_attention_cache,
+            self_attention_cache_update_index,
+        )
+        cross_mask = (
+            None if encoder_padding_mask is None else padding_attention_mask(encoder_padding_mask)
+        )
+
+        x, self_extras = self._residual(
+            decoder_sequence,
+            lambda h: self.self_attention(
+                h,
+                attention_mask=self_mask,
+                cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            ),
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            training,
+        )
+        x, cross_extras = self._residual(
+            x,
+            lambda h: self.cross_attention(
+                h,
+                encoder_sequence,
+                attention_mask=cross_mask,
+                cache=cross_attention_cache,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            ),
+            self.cross_attention_layer_norm,
+            self.cross_attention_dropout,
+            training,
+        )
+        x, _ = self._residual(
+            x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout, training
+        )
+
+        results = (x,)
+        if return_attention_scores:
+            results += ({"self_attention": self_extras[0], "cross_attention": cross_extras[0]},)
+        if self_attention_cache is not None:
+            results += (self_extras[-1],)
+        return results[0] if len(results) == 1 else results
+
+    def _self_attention_mask(self, x, padding_mask, use_causal_mask, cache, cache_index):
+        query_length = ops.shape(x)[1]
+        key_length = query_length if cache is None else ops.shape(cache[0])[1]
+        causal = None
+        if use_causal_mask:
+            offset = 0 if cache_index is None else cache_index
+            causal = causal_attention_mask(query_length, key_length, query_offset=offset)
+        padding = None if padding_mask is None else padding_attention_mask(padding_mask)
+        return merge_attention_masks(causal, padding)
