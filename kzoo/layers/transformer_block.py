@@ -143,9 +143,6 @@ class TransformerBlock(keras.layers.Layer):
             **self._initializers(),
         )
 
-    def compute_output_shape(self, *input_shapes, **kwargs):
-        return input_shapes[0]
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -1,0 +1,17 @@
+"""kzoo: the Transformer and BERT papers as Keras 3 models for TensorFlow, JAX and PyTorch.
+
+Public API:
+
+- `kzoo.layers`: attention, position encodings, feed-forward and the
+  encoder/decoder blocks of "Attention Is All You Need".
+- `kzoo.BertBackbone`: the BERT encoder (Devlin et al., 2019).
+- `kzoo.list_presets()`: the papers' configurations by name.
+"""
+
+from kzoo import layers
+from kzoo.models.bert import BertBackbone
+from kzoo.presets import list_presets
+
+__version__ = "0.1.0"
+
+__all__ = ["BertBackbone", "layers", "list_presets"]

@@ -1,0 +1,297 @@
+"""The BERT encoder, Devlin et al. 2019, sec. 3 (Figure 2 for the inputs)."""
+
+import types
+
+import keras
+import numpy as np
+from keras import ops
+
+from kzoo import presets
+from kzoo.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def bert_initializer():
+    """BERT's truncated normal with stddev 0.02 (google-research `initializer_range`)."""
+    return keras.initializers.TruncatedNormal(stddev=0.02)
+
+
+def encode(
+    layers, inputs, training=None, return_hidden_states=False, return_attention_scores=False
+):
+    """BERT's forward pass (sec. 3) over `layers`, a `BertBackbone` or the
+    namespace of its layers: builds the functional graph, and serves the
+    on-request outputs (hidden states, attention probabilities)."""
+    padding_mask = inputs["padding_mask"]
+    tokens = layers.token_embedding(inputs["token_ids"])  # (B, T, H)
+    x = (
+        tokens
+        + layers.position_embedding(tokens)  # (T, H), broadcast over the batch
+        + layers.segment_embedding(inputs["segment_ids"])
+    )
+    x = layers.embeddings_dropout(layers.embeddings_layer_norm(x), training=training)
+
+    hidden_states, attention_scores = [x], []
+    for layer in layers.transformer_layers:
+        x = layer(
+            x,
+            padding_mask=padding_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+        )
+        if return_attention_scores:
+            x, scores = x
+            attention_scores.append(scores)  # (B, A, T, T)
+        hidden_states.append(x)
+
+    outputs = {
+        "sequence_output": x,
+        "pooled_output": layers.pooled_dense(x[:, 0, :]),  # tanh(W C + b), C = [CLS]
+    }
+    if return_hidden_states:
+        outputs["hidden_states"] = hidden_states
+    if return_attention_scores:
+        outputs["attention_scores"] = attention_scores
+    return outputs
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertBackbone(keras.Model):
+    """BERT: a bidirectional post-LN Transformer encoder (BERT sec. 3).
+
+    Input representation (sec. 3, Figure 2): token (WordPiece) + segment (A/B)
+    + learned position embeddings, summed, then LayerNorm and dropout. Then
+    `num_layers` encoder blocks with GELU feed-forward networks of size
+    `intermediate_dim` (4H in the paper) and dropout 0.1 on attention
+    probabilities and sub-layer outputs. The pooled output is a tanh dense
+    layer on the final `[CLS]` state (used by NSP and classification).
+
+    | argument           | paper symbol                      |
+    |--------------------|-----------------------------------|
+    | `num_layers`       | L                                 |
+    | `hidden_dim`       | H                                 |
+    | `num_heads`        | A                                 |
+    | `intermediate_dim` | 4H (the FFN size)                 |
+
+    Args:
+        vocabulary_size: WordPiece vocabulary size (30522 for uncased BERT).
+        num_layers: L.
+        num_heads: A.
+        hidden_dim: H.
+        intermediate_dim: FFN inner size, 4H in the paper.
+        dropout: dropout on embeddings, attention probabilities and sub-layer
+            outputs (0.1).
+        max_sequence_length: rows of the position table (512).
+        num_segments: rows of the segment table (2: sentences A and B).
+        activation: "gelu" (exact erf, as the released checkpoints) or
+            "gelu_approximate" (tanh).
+        layer_norm_epsilon: 1e-12 as in google-research/bert.
+        dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16").
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids` (0 for A, 1 for B) and
+            `padding_mask` (1 for real tokens), each `(batch, sequence_length)`.
+            `segment_ids` defaults to zeros and `padding_mask` to ones; a bare
+            tensor is taken as `token_ids`.
+        return_hidden_states: add `hidden_states`, the list of L + 1
+            `(batch, sequence_length, H)` tensors (embeddings output, then
+            every layer's output), for feature extraction (sec. 5.3).
+        return_attention_scores: add `attention_scores`, the list of L
+            `(batch, A, sequence_length, sequence_length)` probabilities.
+        training: whether dropout is active.
+
+    Returns:
+        A dict with `sequence_output` `(batch, sequence_length, H)` and
+        `pooled_output` `(batch, H)`, plus what was asked for.
+
+    Token or segment ids outside their tables, and sequences longer than
+    `max_sequence_length`, raise a `ValueError` on every backend.
+
+    Example:
+
+    >>> import numpy as np
+    >>> backbone = BertBackbone(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                         hidden_dim=16, intermediate_dim=64)
+    >>> inputs = {
+    ...     "token_ids": np.array([[2, 17, 45, 3, 0]]),
+    ...     "segment_ids": np.zeros((1, 5), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    ... }
+    >>> outputs = backbone(inputs)
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 5, 16), (1, 16))
+    >>> outputs = backbone(inputs, return_hidden_states=True)
+    >>> len(outputs["hidden_states"])
+    3
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        dropout=0.1,
+        max_sequence_length=512,
+        num_segments=2,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        dtype=None,
+        **kwargs,
+    ):
+        # === Layers ===
+        # Built before `keras.Model.__init__` (which needs the graph), so they
+        # live in a namespace first and become attributes afterwards.
+        layers = types.SimpleNamespace()
+        layers.token_embedding = TokenEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            embeddings_initializer=bert_initializer(),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        layers.segment_embedding = TokenEmbedding(
+            num_segments,
+            hidden_dim,
+            embeddings_initializer=bert_initializer(),
+            dtype=dtype,
+            name="segment_embedding",
+        )
+        layers.position_embedding = PositionEmbedding(
+            max_sequence_length,
+            initializer=bert_initializer(),
+            dtype=dtype,
+            name="position_embedding",
+        )
+        layers.embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
+        layers.embeddings_dropout = keras.layers.Dropout(
+            dropout, dtype=dtype, name="embeddings_dropout"
+        )
+        layers.transformer_layers = [
+            TransformerEncoderBlock(
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                attention_dropout=dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=bert_initializer(),
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        layers.pooled_dense = keras.layers.Dense(
+            hidden_dim,
+            activation="tanh",
+            kernel_initializer=bert_initializer(),
+            dtype=dtype,
+            name="pooled_dense",
+        )
+
+        # === Functional model ===
+        inputs = {
+            "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+            "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
+        }
+        super().__init__(inputs=inputs, outputs=encode(layers, inputs), dtype=dtype, **kwargs)
+        for name, layer in vars(layers).items():
+            setattr(self, name, layer)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Defaults are filled before Keras checks the inputs against the graph's.
+        return super().__call__(self._complete_inputs(inputs), *args, **kwargs)
+
+    def call(
+        self,
+        inputs,
+        training=None,
+        mask=None,
+        return_hidden_states=False,
+        return_attention_scores=False,
+    ):
+        if return_hidden_states or return_attention_scores:
+            return encode(self, inputs, training, return_hidden_states, return_attention_scores)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _complete_inputs(self, inputs):
+        if not isinstance(inputs, dict):
+            inputs = {"token_ids": inputs}
+        unknown = set(inputs) - set(INPUT_NAMES)
+        if unknown or "token_ids" not in inputs:
+            raise ValueError(
+                f"BertBackbone takes a dict with keys {list(INPUT_NAMES)} (only "
+                f"`token_ids` is required); got keys {sorted(inputs)}."
+            )
+        inputs = {
+            name: np.asarray(value) if isinstance(value, (list, tuple)) else value
+            for name, value in inputs.items()
+        }
+        token_ids = inputs["token_ids"]
+        like = np if isinstance(token_ids, np.ndarray) else ops
+        return {
+            "token_ids": token_ids,
+            "segment_ids": inputs.get("segment_ids", like.zeros_like(token_ids)),
+            "padding_mask": inputs.get("padding_mask", like.ones_like(token_ids)),
+        }
+
+    @classmethod
+    def from_preset(cls, preset, **overrides):
+        """Builds the architecture of a named preset; keyword arguments override its config.
+
+        Weights are not loaded yet: the model is randomly initialised (a
+        warning says so). Unknown names raise a `ValueError` listing close
+        matches; see `kzoo.list_presets("bert")`.
+
+        Example:
+
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     backbone = BertBackbone.from_preset("bert_tiny", max_sequence_length=128)
+        >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
+        (2, 128, 128)
+        """
+        return presets.build_from_preset(cls, preset, **overrides)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "max_sequence_length": self.max_sequence_length,
+            "num_segments": self.num_segments,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

@@ -1,0 +1,1 @@
+"""The preset data files, installed as the package `kzoo._presets` (see `kzoo/presets.py`)."""
