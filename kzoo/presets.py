@@ -60,7 +60,7 @@ def get_preset(name):
     >>> get_preset("bert_bsae_uncased")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown preset 'bert_bsae_uncased'. Did you mean: 'bert_base_uncased', 'bert_base_cased'? `kzoo.list_presets()` lists all presets.
+    ValueError: Unknown preset 'bert_bsae_uncased'. Did you mean: 'bert_base_uncased', 'bert_base_cased', 'bert_large_uncased'? `kzoo.list_presets()` lists all presets.
     """
     all_presets = _load_all()
     if name not in all_presets:

@@ -52,7 +52,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     >>> encoding = SinusoidalPositionEncoding()(np.zeros((2, 4, 6), "float32"))
     >>> tuple(encoding.shape)
     (4, 6)
-    >>> np.round(ops.convert_to_numpy(encoding)[1, :2], 4).tolist()  # sin(1), cos(1)
+    >>> [round(float(v), 4) for v in ops.convert_to_numpy(encoding)[1, :2]]  # sin(1), cos(1)
     [0.8415, 0.5403]
     """
 

@@ -53,6 +53,13 @@ class TransformerBlock(keras.layers.Layer):
         kernel_initializer: initializer for every kernel.
         bias_initializer: initializer for every bias.
         **kwargs: `keras.layers.Layer` arguments.
+
+    Example (the subclasses take exactly these arguments):
+
+    >>> from kzoo.layers import TransformerEncoderBlock
+    >>> block = TransformerEncoderBlock(num_heads=8, intermediate_dim=2048, dropout=0.1)
+    >>> block.get_config()["activation"], block.get_config()["normalize_first"]
+    ('relu', False)
     """
 
     def __init__(

@@ -1,0 +1,59 @@
+"""Builds a BERT from a preset, runs it on a batch and prints shapes and size.
+
+    python examples/bert_backbone_demo.py --preset bert_base_uncased
+    KERAS_BACKEND=jax python examples/bert_backbone_demo.py --preset bert_tiny
+
+The preset's weights are random for now (kzoo ships the papers'
+architectures; loading pretrained checkpoints comes with the checkpoint
+converters), so the outputs show shapes and speed, not meaning.
+"""
+
+import argparse
+import time
+import warnings
+
+import keras
+import numpy as np
+
+import kzoo
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="bert_base_uncased", choices=sorted(kzoo.list_presets("bert")))
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--sequence-length", type=int, default=128)
+    args = parser.parse_args()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the "random weights" warning, explained above
+        backbone = kzoo.BertBackbone.from_preset(args.preset)
+    print(f"backend: {keras.backend.backend()}")
+    print(f"preset: {args.preset}: {kzoo.list_presets()[args.preset]}")
+    print(f"parameters: {backbone.count_params():,}")
+
+    # A batch of [CLS] A [SEP] B [SEP] sequences, the second half of the batch padded.
+    rng = np.random.default_rng(0)
+    batch, length = args.batch_size, args.sequence_length
+    token_ids = rng.integers(1000, backbone.vocabulary_size, size=(batch, length))
+    lengths = np.where(np.arange(batch) < batch // 2, length, length // 2)
+    padding_mask = (np.arange(length)[None, :] < lengths[:, None]).astype("int32")
+    segment_ids = (np.arange(length)[None, :] >= lengths[:, None] // 2).astype("int32") * padding_mask
+    token_ids = np.where(padding_mask == 1, token_ids, 0)
+    token_ids[:, 0] = 101  # [CLS]
+    inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+    start = time.perf_counter()
+    outputs = backbone(inputs, return_hidden_states=True)
+    elapsed = time.perf_counter() - start
+    print(f"inputs: token_ids {token_ids.shape}, {int(padding_mask.sum())} real tokens")
+    for name, value in outputs.items():
+        if isinstance(value, list):
+            print(f"{name}: {len(value)} x {tuple(value[0].shape)}")
+        else:
+            print(f"{name}: {tuple(value.shape)}")
+    print(f"forward pass: {elapsed:.2f} s (eager, first call)")
+
+
+if __name__ == "__main__":
+    main()

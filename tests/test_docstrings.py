@@ -1,0 +1,58 @@
+"""Every docstring example runs (offline, on the current backend), and every
+public object documents itself with an example and the paper section it implements."""
+
+import doctest
+import importlib
+import inspect
+import pkgutil
+import re
+
+import pytest
+
+import kzoo
+import kzoo.layers
+
+
+def _modules():
+    for info in pkgutil.walk_packages(kzoo.__path__, prefix="kzoo."):
+        yield importlib.import_module(info.name)
+
+
+def _doctests():
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    tests = []
+    for module in _modules():
+        for test in finder.find(module):
+            if test.examples and test.name.startswith(module.__name__):
+                tests.append(test)
+    return tests
+
+
+DOCTESTS = _doctests()
+
+
+def test_docstring_examples_were_found():
+    assert len(DOCTESTS) >= 20, [t.name for t in DOCTESTS]
+
+
+@pytest.mark.parametrize("test", DOCTESTS, ids=lambda t: t.name)
+def test_docstring_example_runs(test):
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {test.name}"
+
+
+PUBLIC = [(f"kzoo.{n}", getattr(kzoo, n)) for n in kzoo.__all__ if n != "layers"] + [
+    (f"kzoo.layers.{n}", getattr(kzoo.layers, n)) for n in kzoo.layers.__all__
+]
+PAPER_CITATION = re.compile(r"(sec\. \d|eq\. \d|Table \d|Figure \d)")
+
+
+@pytest.mark.parametrize("name,obj", PUBLIC, ids=[n for n, _ in PUBLIC])
+def test_public_object_has_example_and_citation(name, obj):
+    doc = inspect.getdoc(obj) or ""
+    module_doc = inspect.getdoc(inspect.getmodule(obj)) or ""
+    has_example = ">>>" in doc or (inspect.isclass(obj) and any(">>>" in (inspect.getdoc(m) or "") for m in vars(obj).values()))
+    assert has_example, f"{name} has no runnable example"
+    assert PAPER_CITATION.search(doc + module_doc), f"{name} cites no paper section"
