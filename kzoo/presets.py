@@ -76,7 +76,7 @@ def get_preset(name):
     return all_presets[name]
 
 
-def build_from_preset(cls, name, **overrides):
+def build_from_preset(cls, name, /, **overrides):
     """Instantiates `cls` from preset `name`, with `overrides` replacing config fields.
 
     Weights are random until the checkpoint issues land; a `UserWarning` says so.

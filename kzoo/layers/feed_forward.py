@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from kzoo.layers.initializers import clone_initializer
+
 ACTIVATIONS = {
     # The Transformer paper's eq. 2: max(0, x W1 + b1).
     "relu": ops.relu,
@@ -85,12 +87,8 @@ class FeedForward(keras.layers.Layer):
     def _dense(self, units, name):
         return keras.layers.Dense(
             units,
-            kernel_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
-            bias_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.bias_initializer)
-            ),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
         )

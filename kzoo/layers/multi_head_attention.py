@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from kzoo.layers.initializers import clone_initializer
 from kzoo.layers.masks import large_negative_number
 
 
@@ -122,16 +123,14 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense = projection("key", self.key_dim)
         self.value_dense = projection("value", self.value_dim)
         self.output_dense = None  # built in `build` once output_dim is known
-        self.dropout_layer = keras.layers.Dropout(dropout, name="attention_dropout")
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
 
     def _dense_kwargs(self):
         return {
-            "kernel_initializer": keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
-            "bias_initializer": keras.initializers.get(
-                keras.initializers.serialize(self.bias_initializer)
-            ),
+            "kernel_initializer": clone_initializer(self.kernel_initializer),
+            "bias_initializer": clone_initializer(self.bias_initializer),
             "dtype": self.dtype_policy,
         }
 

@@ -4,6 +4,7 @@
 import keras
 
 from kzoo.layers.feed_forward import FeedForward
+from kzoo.layers.initializers import clone_initializer
 from kzoo.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -94,12 +95,8 @@ class TransformerBlock(keras.layers.Layer):
     def _initializers(self):
         """Fresh initializer objects per sub-layer (sharing one seeds them alike)."""
         return {
-            "kernel_initializer": keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
-            "bias_initializer": keras.initializers.get(
-                keras.initializers.serialize(self.bias_initializer)
-            ),
+            "kernel_initializer": clone_initializer(self.kernel_initializer),
+            "bias_initializer": clone_initializer(self.bias_initializer),
         }
 
     def _head_dims(self, hidden_dim):

@@ -201,6 +201,10 @@ class BertBackbone(keras.Model):
             "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
         }
         super().__init__(inputs=inputs, outputs=encode(layers, inputs), dtype=dtype, **kwargs)
+        if dtype is not None:
+            # The functional constructor drops `dtype`; without this the model's
+            # own policy (and so `get_config()["dtype"]`) stays float32.
+            self.dtype_policy = keras.dtype_policies.get(dtype)
         for name, layer in vars(layers).items():
             setattr(self, name, layer)
 
@@ -228,6 +232,9 @@ class BertBackbone(keras.Model):
         return_hidden_states=False,
         return_attention_scores=False,
     ):
+        # Again here: JAX's compiled steps (`predict`, `fit`) reach `call`
+        # through `stateless_call`, bypassing `__call__`.
+        inputs = self._complete_inputs(inputs)
         if return_hidden_states or return_attention_scores:
             return encode(self, inputs, training, return_hidden_states, return_attention_scores)
         return super().call(inputs, training=training, mask=mask)
