@@ -30,9 +30,10 @@ class MultiHeadAttention(keras.layers.Layer):
     hardware has it); the explicit einsum path runs only when probabilities are
     requested, dropout is active, or `key_dim != value_dim`.
 
-    A query row whose keys are all masked out attends uniformly to every key
-    instead of producing NaN, in every dtype (float16 and bfloat16 included),
-    so fully padded rows stay finite.
+    A query row whose keys are all masked out has its mask lifted (it attends
+    over every key with its ordinary softmax) instead of producing NaN, in
+    every dtype (float16 and bfloat16 included), so fully padded rows stay
+    finite; their outputs are padding and are ignored downstream.
 
     Args:
         num_heads: number of heads, h.

@@ -261,7 +261,7 @@ class BertBackbone(keras.Model):
         }
 
     @classmethod
-    def from_preset(cls, preset, **overrides):
+    def from_preset(cls, preset, /, **overrides):
         """Builds the architecture of a named preset; keyword arguments override its config.
 
         Weights are not loaded yet: the model is randomly initialised (a
