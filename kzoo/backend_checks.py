@@ -72,3 +72,42 @@ def check_ids_in_range(ids, vocabulary_size, what):
             f"{vocabulary_size} rows), but got values from {low} to {high}. Check "
             "that the tokenizer's vocabulary matches the model's `vocabulary_size`."
         )
+
+
+def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
+    """Raises a readable error when positions `start_index .. start_index + sequence_length - 1`
+    fall outside a position table of `max_sequence_length` rows.
+
+    Python ints and eager tensors raise a `ValueError` on every backend. Inside
+    a TensorFlow graph whose length is only known at run time (a
+    `tf.function` retraced with a relaxed shape) the same message comes as a
+    `tf.errors.InvalidArgumentError`. Inside `jax.jit` shapes are static, so
+    only a traced `start_index` goes unchecked there.
+
+    Example:
+
+    >>> check_positions_fit(0, 600, 512, "position_embedding")
+    Traceback (most recent call last):
+    ...
+    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (the preprocessors' `sequence_length`) or build the model with a larger `max_sequence_length`.
+    """
+    end = start_index + sequence_length
+
+    def message(first, last):
+        return (
+            f"`{layer_name}` got positions {first} to {last}, but its position table "
+            f"holds only max_sequence_length={max_sequence_length} positions. Truncate "
+            "the inputs (the preprocessors' `sequence_length`) or build the model with "
+            "a larger `max_sequence_length`."
+        )
+
+    if is_concrete(end):
+        end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
+        if end > max_sequence_length:
+            raise ValueError(message(start, end - 1))
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.debugging.assert_less_equal(
+            tf.cast(end, "int32"), max_sequence_length, message=message("start", "end")
+        )

@@ -4,21 +4,7 @@ position embeddings (Transformer Table 3 row E; BERT sec. 3)."""
 import keras
 from keras import ops
 
-
-def check_sequence_fits(sequence_length, max_sequence_length, layer_name):
-    """Raises a readable error when a sequence is longer than a position table.
-
-    Only lengths known when the layer is called (every eager call, and every
-    traced call whose shapes are static) can be checked.
-    """
-    if sequence_length is not None and sequence_length > max_sequence_length:
-        raise ValueError(
-            f"`{layer_name}` got a sequence of length {sequence_length}, but its "
-            f"position table holds only max_sequence_length={max_sequence_length} "
-            "positions. Truncate the inputs (the preprocessors' "
-            "`sequence_length`) or build the model with a larger "
-            "`max_sequence_length`."
-        )
+from kzoo.backend_checks import check_positions_fit
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -98,8 +84,8 @@ class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings (BERT sec. 3; Transformer Table 3 row E).
 
     A trainable `(max_sequence_length, hidden_dim)` table; position `p` reads
-    row `p`. A sequence longer than the table raises a `ValueError` naming both
-    lengths, on every backend.
+    row `p`. Positions past the table raise a `ValueError` naming both
+    lengths, on every backend (see `kzoo.backend_checks.check_positions_fit`).
 
     Args:
         max_sequence_length: number of rows (512 for BERT).
@@ -136,12 +122,14 @@ class PositionEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
-        check_sequence_fits(inputs.shape[-2], self.max_sequence_length, self.name)
         sequence_length = ops.shape(inputs)[-2]
+        check_positions_fit(start_index, sequence_length, self.max_sequence_length, self.name)
         table = ops.convert_to_tensor(self.position_embeddings)
         return ops.slice(table, (start_index, 0), (sequence_length, table.shape[-1]))
 
     def compute_output_shape(self, input_shape):
+        if input_shape[-2] is not None:  # a functional model on a static, too long input
+            check_positions_fit(0, input_shape[-2], self.max_sequence_length, self.name)
         return tuple(input_shape[-2:])
 
     def get_config(self):

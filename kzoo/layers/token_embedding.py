@@ -41,4 +41,7 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     def call(self, inputs, reverse=False):
         if not reverse:
             check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids")
+        elif self.reverse_dtype is None:
+            # Keras leaves float32 hidden states uncast under mixed precision.
+            inputs = keras.ops.cast(inputs, self.compute_dtype)
         return super().call(inputs, reverse=reverse)

@@ -65,13 +65,17 @@ def softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def layer_norm(x, layer):
-    """`keras.layers.LayerNormalization` over the last axis, from its gamma/beta/epsilon."""
+def normalize(x, gamma, beta, epsilon):
+    """Layer normalization over the last axis: `(x - mean) / sqrt(var + eps) * gamma + beta`."""
     x = np.asarray(x, dtype=np.float64)
     mean = x.mean(axis=-1, keepdims=True)
     variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    normalized = (x - mean) / np.sqrt(variance + layer.epsilon)
-    return normalized * as_float64(layer.gamma) + as_float64(layer.beta)
+    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
+
+
+def layer_norm(x, layer):
+    """`keras.layers.LayerNormalization` over the last axis, from its gamma/beta/epsilon."""
+    return normalize(x, as_float64(layer.gamma), as_float64(layer.beta), layer.epsilon)
 
 
 def dense(x, layer):

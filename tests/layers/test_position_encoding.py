@@ -160,7 +160,7 @@ def test_position_embedding_start_index(start):
 
 def test_position_embedding_too_long_raises_with_both_lengths():
     layer, _ = table_layer()
-    expected = re.escape("got a sequence of length 9") + ".*" + re.escape("max_sequence_length=8")
+    expected = re.escape("got positions 0 to 8") + ".*" + re.escape("max_sequence_length=8")
     with pytest.raises(ValueError, match=expected):
         layer(np.zeros((1, 9, 4), "float32"))
     # Also inside a compiled predict step of a model built for any length.
@@ -170,26 +170,35 @@ def test_position_embedding_too_long_raises_with_both_lengths():
         model.predict(np.zeros((2, 9, 4), "float32"), verbose=0)
 
 
-@pytest.mark.xfail(
-    condition=keras.backend.backend() == "tensorflow",
-    strict=True,
-    reason="kzoo bug: once tf.function relaxes the length to None (second distinct "
-    "length), the static check is skipped and TF raises an opaque InvalidArgumentError",
-)
+def _runtime_errors():
+    """Errors a too-long input may raise from inside a compiled graph: TensorFlow
+    reports a run-time assertion (with kzoo's message) as InvalidArgumentError."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return (ValueError, tf.errors.InvalidArgumentError)
+    return (ValueError,)
+
+
 def test_position_embedding_too_long_raises_after_retracing():
+    # The second distinct length makes tf.function relax the length to None,
+    # so only a run-time check can catch it.
     inputs = keras.Input(shape=(None, 4))
     model = keras.Model(inputs, inputs + PositionEmbedding(max_sequence_length=8)(inputs))
     assert model.predict(np.zeros((2, 8, 4), "float32"), verbose=0).shape == (2, 8, 4)
-    with pytest.raises(ValueError, match="max_sequence_length=8"):
+    assert model.predict(np.zeros((2, 7, 4), "float32"), verbose=0).shape == (2, 7, 4)
+    with pytest.raises(_runtime_errors(), match="max_sequence_length=8 positions"):
         model.predict(np.zeros((2, 9, 4), "float32"), verbose=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kzoo bug: start_index + length > max_sequence_length is not checked "
-    "(TF: opaque InvalidArgumentError, JAX: silently clamped rows, torch: truncated output)",
-)
-def test_position_embedding_start_index_past_the_table_raises():
+def test_position_embedding_static_too_long_input_raises_when_building():
+    with pytest.raises(ValueError, match=re.escape("got positions 0 to 8")):
+        PositionEmbedding(max_sequence_length=8)(keras.Input(shape=(9, 4)))
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_position_embedding_start_index_past_the_table_raises(as_tensor):
     layer, _ = table_layer()
-    with pytest.raises(ValueError, match="max_sequence_length=8"):
-        layer(np.zeros((1, 4, 4), "float32"), start_index=6)
+    start = ops.convert_to_tensor(6, "int32") if as_tensor else 6
+    with pytest.raises(ValueError, match=re.escape("got positions 6 to 9") + ".*max_sequence_length=8"):
+        layer(np.zeros((1, 4, 4), "float32"), start_index=start)

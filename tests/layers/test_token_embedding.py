@@ -44,9 +44,6 @@ def test_layer_checks_reverse(tmp_path):
         expected_output_shape=(2, 4, VOCABULARY),
         call_kwargs={"reverse": True},
         tmp_path=tmp_path,
-        # float32 hidden states are not cast to the compute dtype in reverse mode
-        # (Keras' ReversibleEmbedding does not convert its inputs); see the next test.
-        check_mixed_precision=False,
     )
 
 

@@ -27,32 +27,10 @@ import math
 
 import numpy as np
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def gelu_exact(x):
-    """GELU(x) = x Phi(x) = x / 2 (1 + erf(x / sqrt(2))) (Hendrycks & Gimpel), in float64."""
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-def gelu_tanh(x):
-    """The tanh approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
+from tests.layers.numpy_reference import gelu_exact, gelu_tanh, softmax
+from tests.layers.numpy_reference import normalize as layer_norm
 
 ACTIVATIONS = {"gelu": gelu_exact, "gelu_approximate": gelu_tanh}
-
-
-def layer_norm(x, gamma, beta, epsilon):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
-
-
-def softmax(x, axis=-1):
-    x = x - x.max(axis=axis, keepdims=True)
-    e = np.exp(x)
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 def weights_by_path(backbone):

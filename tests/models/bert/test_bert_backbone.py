@@ -508,7 +508,7 @@ def test_out_of_range_ids_raise(field, value, message, convert):
 def test_too_long_sequence_raises(convert):
     backbone = BertBackbone(**TINY)
     token_ids = np.ones((2, 33), "int32")
-    with pytest.raises(ValueError, match=r"length 33.*max_sequence_length=32"):
+    with pytest.raises(ValueError, match=r"positions 0 to 32.*max_sequence_length=32"):
         backbone(ops.convert_to_tensor(token_ids) if convert else token_ids)
     # Exactly max_sequence_length is fine.
     assert tuple(backbone(token_ids[:, :32])["sequence_output"].shape) == (2, 32, 16)
