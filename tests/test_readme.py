@@ -1,0 +1,20 @@
+"""The README's Python examples run as written (offline, on the current backend)."""
+
+import re
+import warnings
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    assert len(BLOCKS) >= 2
+    monkeypatch.chdir(tmp_path)  # the examples write files (a vocabulary)
+    namespace = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "random weights" from presets
+        for block in BLOCKS:
+            exec(compile(block, str(README), "exec"), namespace)
+    assert tuple(namespace["outputs"]["sequence_output"].shape) == (1, 5, 768)
+    assert tuple(namespace["batch"]["token_ids"].shape) == (1, 16)
