@@ -1,5 +1,8 @@
 """BERT (Devlin et al., 2019)."""
 
 from kzoo.models.bert.bert_backbone import BertBackbone
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.bert.bert_vocabulary import learn_wordpiece_vocabulary
 
-__all__ = ["BertBackbone"]
+__all__ = ["BertBackbone", "BertPreprocessor", "BertTokenizer", "learn_wordpiece_vocabulary"]
