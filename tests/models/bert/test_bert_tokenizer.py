@@ -64,6 +64,30 @@ def test_matches_hugging_face_on_every_sentence(learned, corpus):
     assert not bad, f"{len(bad)} mismatches, e.g. (text, kzoo, hf): {examples}"
 
 
+@pytest.mark.parametrize("sequence_length", [24, 256])
+def test_packed_pairs_and_singles_match_hugging_face(learned, corpus, sequence_length):
+    """Through BertPreprocessor: [CLS] A [SEP] B [SEP], longest-first truncation, padding."""
+    transformers = pytest.importorskip("transformers")
+    lowercase, path, _ = learned
+    hf = transformers.BertTokenizerFast(vocab=path, do_lower_case=lowercase)
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(path, lowercase=lowercase), sequence_length)
+    half = len(corpus) // 2
+    for segments in [(corpus[:half], corpus[half : 2 * half]), (corpus,)]:
+        ours = preprocessor(segments if len(segments) == 2 else segments[0])
+        theirs = hf(*segments, truncation="longest_first", max_length=sequence_length,
+                    padding="max_length", return_tensors="np")
+        differ = (
+            (ours["token_ids"].numpy() != theirs["input_ids"]).any(1)
+            | (ours["segment_ids"].numpy() != theirs["token_type_ids"]).any(1)
+            | (ours["padding_mask"].numpy() != theirs["attention_mask"]).any(1)
+        )
+        print(f"{len(segments)} segment(s), length {sequence_length}: {int(differ.sum())} mismatches")
+        assert int(differ.sum()) == 0
+        full = (ours["padding_mask"].numpy().sum(1) == sequence_length).mean()
+        # Length 24 truncates most examples, 256 almost none: both paths are exercised.
+        assert full > 0.5 if sequence_length == 24 else full < 0.05
+
+
 def test_special_token_ids():
     tokenizer = kzoo.BertTokenizer(SMALL)
     assert (tokenizer.pad_token_id, tokenizer.unknown_token_id, tokenizer.cls_token_id,
