@@ -41,3 +41,39 @@ def test_cased_and_dataset_input(corpus):
 def test_rejects_non_text():
     with pytest.raises(ValueError, match="expected strings"):
         kzoo.learn_wordpiece_vocabulary([1, 2, 3], 100)
+
+
+def test_moderate_corpus_reaches_target_size():
+    # 20k generated sentences (~2.4 MB): the learner was minutes on this
+    # (library learn_with_thresh re-run for every threshold); now seconds.
+    corpus = make_corpus(20_000, seed=2)
+    vocab = kzoo.learn_wordpiece_vocabulary(corpus, 2000, progress=False)
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(set(vocab)) == len(vocab)
+    assert 0.95 * 2000 <= len(vocab) <= 2000
+    assert not [t for t in vocab if any(c.isspace() for c in t)]
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_fast_learner_equals_tensorflow_text_learner(lowercase):
+    """kzoo's `_learn_with_thresh` is a faster rewrite of tensorflow-text's
+    `learn_with_thresh`; it must give the same vocabulary token for token."""
+    from kzoo.models.bert import bert_vocabulary as bv
+
+    library = bv.learner
+    texts = make_corpus(400, seed=3)
+    dataset = bv._dataset(texts).map(
+        lambda x: bv.split_words(tf.reshape(x, [-1]), lowercase, None).flat_values
+    )
+    counts = library.count_words(dataset)
+    params = library.Params(
+        int(1e7), 2, 4, int(5e6), 50, 1000, 500, 0.05, True, "##", list(bv.RESERVED_TOKENS)
+    )
+    words = library.get_input_words(list(counts.items()), params.reserved_tokens, 50)
+    words = library.filter_input_words(words, library.get_allowed_chars(words, 1000), params.max_input_tokens)
+    char_tokens = library.extract_char_tokens(words)
+    first_counts = bv._suffix_counts(words, "##")
+    for threshold in (2, 5, 40):
+        expected = library.learn_with_thresh(words, threshold, params)
+        assert len(expected) > 50
+        assert bv._learn_with_thresh(words, threshold, params, char_tokens, first_counts) == expected
