@@ -32,6 +32,7 @@ import os
 import numpy as np
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+from tqdm.auto import tqdm
 
 from kzoo.models.bert.bert_tokenizer import split_words
 
@@ -188,14 +189,7 @@ def learn_wordpiece_vocabulary(
     first_counts = _suffix_counts(words, params.joiner)
     lower = min(lower, upper)  # every word seen once: threshold 1
 
-    bar = None
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(desc="WordPiece thresholds", unit="step")
-        except ImportError:
-            pass
+    bar = tqdm(desc="WordPiece thresholds", unit="step", disable=not progress)
     # Bisection of the threshold range in log scale (vocabulary sizes fall
     # roughly as a power of the threshold; arithmetic bisection of [2, max
     # count] spends most of its steps on thresholds that leave only the
@@ -204,9 +198,8 @@ def learn_wordpiece_vocabulary(
     while lower <= upper:
         thresh = min(upper, max(lower, int(round(math.sqrt(lower * upper)))))
         vocab = _learn_with_thresh(words, thresh, params, char_tokens, first_counts)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(threshold=thresh, size=len(vocab))
+        bar.update(1)
+        bar.set_postfix(threshold=thresh, size=len(vocab))
         if len(vocab) <= vocabulary_size and (best is None or len(vocab) > len(best)):
             best = vocab
         if len(vocab) <= vocabulary_size and vocabulary_size - len(vocab) <= 0.05 * vocabulary_size:
@@ -215,8 +208,7 @@ def learn_wordpiece_vocabulary(
             lower = thresh + 1
         else:
             upper = thresh - 1
-    if bar is not None:
-        bar.close()
+    bar.close()
     vocab = best if best is not None else vocab[:vocabulary_size]
     if output_path is not None:
         with open(os.fspath(output_path), "w", encoding="utf-8", newline="\n") as f:
