@@ -11,12 +11,12 @@ Public API:
 - `kzoo.list_presets()`: the papers' configurations by name.
 """
 
-from kzoo import layers
+from kzoo import data, layers
+from kzoo.data import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertBackbone,
     BertPreprocessor,
     BertTokenizer,
-    learn_wordpiece_vocabulary,
 )
 from kzoo.presets import list_presets
 
@@ -26,6 +26,7 @@ __all__ = [
     "BertBackbone",
     "BertPreprocessor",
     "BertTokenizer",
+    "data",
     "layers",
     "learn_wordpiece_vocabulary",
     "list_presets",

@@ -43,7 +43,7 @@ def test_docstring_example_runs(test):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {test.name}"
 
 
-PUBLIC = [(f"kzoo.{n}", getattr(kzoo, n)) for n in kzoo.__all__ if n != "layers"] + [
+PUBLIC = [(f"kzoo.{n}", getattr(kzoo, n)) for n in kzoo.__all__ if not inspect.ismodule(getattr(kzoo, n))] + [
     (f"kzoo.layers.{n}", getattr(kzoo.layers, n)) for n in kzoo.layers.__all__
 ]
 PAPER_CITATION = re.compile(r"(sec\. \d|eq\. \d|Table \d|Figure \d)")

@@ -3,6 +3,5 @@
 from kzoo.models.bert.bert_backbone import BertBackbone
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
-from kzoo.models.bert.bert_vocabulary import learn_wordpiece_vocabulary
 
-__all__ = ["BertBackbone", "BertPreprocessor", "BertTokenizer", "learn_wordpiece_vocabulary"]
+__all__ = ["BertBackbone", "BertPreprocessor", "BertTokenizer"]
