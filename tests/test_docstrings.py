@@ -10,6 +10,7 @@ import re
 import pytest
 
 import kzoo
+import kzoo.data
 import kzoo.layers
 
 
@@ -44,7 +45,9 @@ def test_docstring_example_runs(test):
 
 
 PUBLIC = [(f"kzoo.{n}", getattr(kzoo, n)) for n in kzoo.__all__ if not inspect.ismodule(getattr(kzoo, n))] + [
-    (f"kzoo.layers.{n}", getattr(kzoo.layers, n)) for n in kzoo.layers.__all__
+    (f"kzoo.{module.__name__.split('.')[-1]}.{n}", getattr(module, n))
+    for module in (kzoo.layers, kzoo.data)
+    for n in module.__all__
 ]
 PAPER_CITATION = re.compile(r"(sec\. \d|eq\. \d|Table \d|Figure \d)")
 

@@ -1,5 +1,45 @@
-"""Data preparation on tf.data / tensorflow-text, feeding models on any backend."""
+"""Data preparation on tf.data / tensorflow-text, feeding models on any backend.
 
+- `learn_wordpiece_vocabulary`: a WordPiece vocabulary from a corpus (BERT sec. 3).
+- `read_documents`, `read_text_files`: document-level corpora (BERT sec. 3.1).
+- `pretraining_dataset`: the whole pre-training pipeline, tokenize → NSP pairs →
+  pack → MLM masking → batch, built from `tokenize_documents`,
+  `sentence_pairs`, `pack_segments` and `mask_language_model`.
+- `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
+  examples as sharded TFRecords in google-research/bert's format.
+"""
+
+from kzoo.data.documents import read_documents, read_text_files
+from kzoo.data.masked_lm import mask_language_model
+from kzoo.data.pretraining_dataset import (
+    default_max_predictions,
+    pack_segments,
+    pretraining_dataset,
+)
+from kzoo.data.pretraining_tfrecords import (
+    read_pretraining_tfrecords,
+    write_pretraining_tfrecords,
+)
+from kzoo.data.sentence_pairs import (
+    SentencePairs,
+    TokenizedCorpus,
+    sentence_pairs,
+    tokenize_documents,
+)
 from kzoo.data.wordpiece_vocabulary import learn_wordpiece_vocabulary
 
-__all__ = ["learn_wordpiece_vocabulary"]
+__all__ = [
+    "SentencePairs",
+    "TokenizedCorpus",
+    "default_max_predictions",
+    "learn_wordpiece_vocabulary",
+    "mask_language_model",
+    "pack_segments",
+    "pretraining_dataset",
+    "read_documents",
+    "read_pretraining_tfrecords",
+    "read_text_files",
+    "sentence_pairs",
+    "tokenize_documents",
+    "write_pretraining_tfrecords",
+]
