@@ -1,0 +1,138 @@
+"""Pre-training input pipeline speed: kzoo vs KerasHub (keras-nlp) vs Hugging Face.
+
+Run by hand, never in tests:
+
+    python benchmarks/pretraining_data.py --rounds 3
+
+All three start from the same raw text (CPython's own documentation, see
+examples/offline_corpora.py) and the same vocabulary file, and produce masked
+batches of 32 x 128 for BERT pre-training:
+
+- kzoo: `kzoo.data.pretraining_dataset`: read → tokenize → NSP pairs (whole
+  documents, filled to 125 tokens) → pack → MLM masking (15%, 80/10/10) → batch.
+- KerasHub: `BertTokenizer` → `MultiSegmentPacker` → `MaskedLMMaskGenerator`
+  in `tf.data`, on pairs of consecutive sentences (KerasHub has no NSP pairing).
+- Hugging Face: `BertTokenizerFast` (pairs, truncation, padding) →
+  `DataCollatorForLanguageModeling`, on the same sentence pairs.
+
+kzoo's examples are longer (filled to the sequence length, as in BERT) than a
+pair of sentences, so the report gives both examples/s and real (non-padding)
+tokens/s. Contenders alternate within each round; medians and ratios come from
+the same run.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from offline_corpora import python_documentation  # noqa: E402
+
+SEQUENCE_LENGTH, BATCH_SIZE, MAX_PREDICTIONS = 128, 32, 20
+
+
+def run_kzoo(documents, vocabulary_path, _pairs):
+    import kzoo
+
+    tokenizer = kzoo.BertTokenizer(vocabulary_path)
+    dataset = kzoo.data.pretraining_dataset(
+        documents, tokenizer, SEQUENCE_LENGTH, MAX_PREDICTIONS, BATCH_SIZE, seed=0, progress=False
+    )
+    return [(f["padding_mask"].numpy(), l["mask_weights"].numpy()) for f, l in dataset]
+
+
+def run_kerashub(_documents, vocabulary_path, pairs):
+    import keras_hub
+    import tensorflow as tf
+
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary_path, lowercase=True)
+    packer = keras_hub.layers.MultiSegmentPacker(
+        SEQUENCE_LENGTH, start_value=tokenizer.cls_token_id, end_value=tokenizer.sep_token_id,
+        pad_value=tokenizer.pad_token_id,
+    )
+    masker = keras_hub.layers.MaskedLMMaskGenerator(
+        vocabulary_size=tokenizer.vocabulary_size(), mask_selection_rate=0.15,
+        mask_selection_length=MAX_PREDICTIONS, mask_token_id=tokenizer.mask_token_id,
+        unselectable_token_ids=[tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id],
+    )
+
+    def prepare(a, b):
+        token_ids, segment_ids = packer((tokenizer(a), tokenizer(b)))
+        masked = masker(token_ids)
+        return token_ids != tokenizer.pad_token_id, masked["mask_positions"], masked["mask_ids"]
+
+    dataset = tf.data.Dataset.from_tensor_slices(pairs).batch(BATCH_SIZE)
+    dataset = dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return [(m.numpy(), None) for m, _, _ in dataset]
+
+
+def run_hf(_documents, vocabulary_path, pairs):
+    import transformers
+
+    tokenizer = transformers.BertTokenizerFast(vocab=vocabulary_path, do_lower_case=True)
+    collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+    out = []
+    for start in range(0, len(pairs[0]), BATCH_SIZE):
+        encoded = tokenizer(
+            list(pairs[0][start : start + BATCH_SIZE]), list(pairs[1][start : start + BATCH_SIZE]),
+            truncation="longest_first", max_length=SEQUENCE_LENGTH, padding="max_length",
+            return_special_tokens_mask=True,
+        )
+        examples = [dict(zip(encoded, values)) for values in zip(*encoded.values())]
+        batch = collator(examples)
+        out.append((batch["attention_mask"].numpy(), None))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    args = parser.parse_args()
+
+    import kzoo
+
+    documents = python_documentation()
+    pairs = (
+        np.array([s for d in documents for s in d[:-1]]),
+        np.array([s for d in documents for s in d[1:]]),
+    )
+    vocabulary_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    kzoo.learn_wordpiece_vocabulary(
+        [s for d in documents for s in d], args.vocabulary_size, output_path=vocabulary_path, progress=False
+    )
+    contenders = {"kzoo": run_kzoo, "kerashub": run_kerashub, "hf": run_hf}
+    examples, tokens, speed, token_speed = {}, {}, {n: [] for n in contenders}, {n: [] for n in contenders}
+    for round_index in range(args.rounds):
+        order = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
+        for name in order:
+            start = time.perf_counter()
+            batches = contenders[name](documents, vocabulary_path, pairs)
+            elapsed = time.perf_counter() - start
+            examples[name] = sum(len(mask) for mask, _ in batches)
+            tokens[name] = int(sum(mask.sum() for mask, _ in batches))
+            speed[name].append(examples[name] / elapsed)
+            token_speed[name].append(tokens[name] / elapsed)
+        print(f"round {round_index + 1}: " + ", ".join(f"{n} {speed[n][-1]:.0f} ex/s" for n in contenders))
+
+    print(f"\n{len(documents)} documents, masked batches of {BATCH_SIZE} x {SEQUENCE_LENGTH}, "
+          f"median over {args.rounds} rounds (whole pipeline from raw text):")
+    print("| pipeline | examples | real tokens / example | examples/s | tokens/s | kzoo tokens/s ÷ this |")
+    print("|---|---|---|---|---|---|")
+    ours = statistics.median(token_speed["kzoo"])
+    for name in contenders:
+        print(f"| {name} | {examples[name]} | {tokens[name] / examples[name]:.0f} | "
+              f"{statistics.median(speed[name]):.0f} | {statistics.median(token_speed[name]):.0f} | "
+              f"{ours / statistics.median(token_speed[name]):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
