@@ -1,16 +1,33 @@
-"""Named presets: the papers' model configurations, stored as JSON data files.
+"""Presets: the papers' model configurations by name, and preset directories.
 
-Each preset is `presets/<family>/<name>.json` in the repository, installed as
-`kzoo/_presets/<family>/<name>.json`, with the fields `name`, `family`,
+A built-in preset is `presets/<family>/<name>.json` in the repository, installed
+as `kzoo/_presets/<family>/<name>.json`, with the fields `name`, `family`,
 `class_name`, `description`, `paper` (the section or table it reproduces) and
-`config` (the constructor arguments of `class_name`).
+`config` (the constructor arguments of `class_name`). It gives an architecture;
+its weights are random.
+
+A preset directory holds saved models, tokenizers and preprocessors in
+KerasHub's layout (see `kzoo.preset_directories`). `from_preset_for` is every
+kzoo class's `from_preset`: it takes either a built-in name or a directory.
 """
 
 import difflib
 import functools
 import importlib.resources
 import json
+import os
 import warnings
+
+import keras
+
+from kzoo import preset_directories
+from kzoo.preset_directories import (  # noqa: F401 (the saving API lives here too)
+    load_task,
+    save_backbone,
+    save_preprocessor,
+    save_task,
+    save_tokenizer,
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,21 +111,77 @@ def build_from_preset(cls, name, /, **overrides):
     preset = get_preset(name)
     if preset["class_name"] != cls.__name__:
         raise ValueError(
-            f"Preset {name!r} describes a {preset['class_name']}, not a {cls.__name__}. "
-            f"Use kzoo.{preset['class_name']}.from_preset({name!r})."
+            f"Preset {name!r} describes a {preset['class_name']}, not a {cls.__name__}: "
+            "built-in presets hold architectures only (no vocabulary or weights yet). "
+            f"Use kzoo.{preset['class_name']}.from_preset({name!r}), or pass a preset "
+            "directory written by `save_to_preset`."
         )
-    config = dict(preset["config"])
-    unknown = set(overrides) - set(config) - {"dtype", "name"}
-    if unknown:
-        raise ValueError(
-            f"Unknown override(s) {sorted(unknown)} for preset {name!r}; "
-            f"{cls.__name__} presets take: {sorted(config) + ['dtype', 'name']}."
-        )
-    config.update(overrides)
+    config = preset_directories.override_config(
+        preset["config"], overrides, name, cls.__name__, extra=("dtype", "name")
+    )
     warnings.warn(
         f"Preset {name!r} built with random weights: kzoo ships no pretrained "
         "weights for it yet. Load a checkpoint before using it for predictions.",
         UserWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
     return cls(**config)
+
+
+def from_preset_for(cls, preset, /, **kwargs):
+    """A `cls` from a built-in preset name or a preset directory: the body of
+    every kzoo `from_preset` (BERT sec. 3.2: fine-tuning starts from these
+    parameters).
+
+    - A name (see `list_presets`) gives the architecture with random weights
+      and a warning; `kwargs` override its config. A task class (one that
+      takes a `backbone`) gets `cls(backbone=<the preset's backbone>, **kwargs)`,
+      with `dtype` going to the backbone.
+    - A directory (str or `os.PathLike`) written by `save_to_preset` loads the
+      saved object and its weights (`kzoo.preset_directories.load`); a task
+      class gets the saved task, or the saved backbone with a fresh head.
+
+    A name is looked up first: write `./bert_tiny` for a directory of that name.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> path = tempfile.mkdtemp()
+    >>> backbone.save_to_preset(path)
+    >>> from_preset_for(BertBackbone, path).num_layers
+    1
+    >>> from_preset_for(BertBackbone, "bert_tinny")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown preset 'bert_tinny'. Did you mean: 'bert_tiny'... It is not a directory either: a preset directory must contain config.json (write one with `save_to_preset`).
+    """
+    if not _is_builtin_name(preset):
+        return preset_directories.load(cls, preset, **kwargs)
+    if not preset_directories.takes_argument(cls, "backbone"):
+        return build_from_preset(cls, preset, **kwargs)
+    backbone_cls = keras.saving.get_registered_object(f"kzoo>{get_preset(preset)['class_name']}")
+    backbone_kwargs = preset_directories.pop_backbone_kwargs(kwargs)
+    return cls(backbone=build_from_preset(backbone_cls, preset, **backbone_kwargs), **kwargs)
+
+
+def _is_builtin_name(preset):
+    """True for a built-in name, False for a directory or anything written as a
+    path (`load` reports a missing one); otherwise a `ValueError` with close names."""
+    if isinstance(preset, str) and preset in _load_all():
+        return True
+    if isinstance(preset, os.PathLike) or (
+        isinstance(preset, str)
+        and (os.path.isdir(os.path.expanduser(preset)) or "/" in preset or os.sep in preset
+             or preset.startswith((".", "~")))
+    ):
+        return False
+    try:
+        get_preset(preset)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} It is not a directory either: a preset directory must contain "
+            "config.json (write one with `save_to_preset`)."
+        ) from None

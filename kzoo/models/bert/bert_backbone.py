@@ -262,11 +262,13 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def from_preset(cls, preset, /, **overrides):
-        """Builds the architecture of a named preset; keyword arguments override its config.
+        """A backbone from a built-in preset name or a preset directory;
+        keyword arguments override its config (BERT sec. 3, Table 6 sizes).
 
-        Weights are not loaded yet: the model is randomly initialised (a
-        warning says so). Unknown names raise a `ValueError` listing close
-        matches; see `kzoo.list_presets("bert")`.
+        A name gives the architecture with random weights (a warning says
+        so); unknown names raise a `ValueError` listing close matches, see
+        `kzoo.list_presets("bert")`. A directory written by `save_to_preset`
+        (str or `os.PathLike`) gives the saved backbone with its weights.
 
         Example:
 
@@ -277,7 +279,25 @@ class BertBackbone(keras.Model):
         >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
         (2, 128, 128)
         """
-        return presets.build_from_preset(cls, preset, **overrides)
+        return presets.from_preset_for(cls, preset, **overrides)
+
+    def save_to_preset(self, preset_dir):
+        """Saves `config.json`, `model.weights.h5` and `metadata.json` into
+        `preset_dir`, KerasHub's layout (BERT sec. 3.2: fine-tuning starts from
+        the saved parameters); `from_preset(preset_dir)` loads them back.
+
+        Example:
+
+        >>> import tempfile
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> path = tempfile.mkdtemp()
+        >>> backbone.save_to_preset(path)
+        >>> restored = BertBackbone.from_preset(path)
+        >>> restored.get_config() == backbone.get_config()
+        True
+        """
+        presets.save_backbone(self, preset_dir)
 
     def get_config(self):
         return {

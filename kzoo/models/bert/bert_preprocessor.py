@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kzoo import presets
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
 
 
@@ -159,3 +160,34 @@ class BertPreprocessor:
         if isinstance(config["tokenizer"], dict):
             config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
         return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset, /, **overrides):
+        """The preprocessor saved in a preset directory, with its tokenizer;
+        keyword arguments (`sequence_length`) override its config (BERT sec. 3).
+
+        Example:
+
+        >>> import tempfile
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]
+        >>> path = tempfile.mkdtemp()
+        >>> BertPreprocessor(BertTokenizer(vocabulary), sequence_length=8).save_to_preset(path)
+        >>> BertPreprocessor.from_preset(path, sequence_length=4)("hi hi hi")["token_ids"].numpy().tolist()
+        [2, 5, 5, 3]
+        """
+        return presets.from_preset_for(cls, preset, **overrides)
+
+    def save_to_preset(self, preset_dir):
+        """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into
+        `preset_dir` (KerasHub's layout; BERT sec. 3 packing).
+
+        Example:
+
+        >>> import os, tempfile
+        >>> path = tempfile.mkdtemp()
+        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        >>> BertPreprocessor(tokenizer, sequence_length=8).save_to_preset(path)
+        >>> sorted(os.listdir(path))
+        ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
+        """
+        presets.save_preprocessor(self, preset_dir)

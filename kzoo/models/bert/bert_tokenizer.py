@@ -37,6 +37,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kzoo import presets
+
 SPECIAL_TOKENS = {
     "pad_token_id": "[PAD]",
     "cls_token_id": "[CLS]",
@@ -425,3 +427,35 @@ class BertTokenizer:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    # === Presets ===
+
+    @classmethod
+    def from_preset(cls, preset, /, **overrides):
+        """The tokenizer saved in a preset directory (its vocabulary from
+        `assets/tokenizer/vocabulary.txt`); keyword arguments override its
+        config. Built-in names carry no vocabulary yet (BERT sec. 3).
+
+        Example:
+
+        >>> import tempfile
+        >>> path = tempfile.mkdtemp()
+        >>> BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]).save_to_preset(path)
+        >>> BertTokenizer.from_preset(path).tokenize(["hi HI"]).to_list()
+        [[5, 5]]
+        """
+        return presets.from_preset_for(cls, preset, **overrides)
+
+    def save_to_preset(self, preset_dir):
+        """Saves `tokenizer.json` and `assets/tokenizer/vocabulary.txt` into
+        `preset_dir` (KerasHub's layout; BERT sec. 3's WordPiece vocabulary).
+
+        Example:
+
+        >>> import os, tempfile
+        >>> path = tempfile.mkdtemp()
+        >>> BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]).save_to_preset(path)
+        >>> open(os.path.join(path, "assets", "tokenizer", "vocabulary.txt")).read().split()
+        ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+        """
+        presets.save_tokenizer(self, preset_dir)
