@@ -4,11 +4,11 @@ that `kzoo.BertPretrainer.fit` consumes on any Keras backend."""
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from kzoo.data.documents import read_documents
 from kzoo.data.masked_lm import mask_language_model
 from kzoo.data.sentence_pairs import TokenizedCorpus, sentence_pairs, tokenize_documents
+from kzoo.models.bert.bert_preprocessor import pack_segments
 
 # google-research/bert's max_predictions_per_seq: 20 at 128 tokens, 80 at 512.
 DEFAULT_MAX_PREDICTIONS = {128: 20, 512: 80}
@@ -54,36 +54,6 @@ def _check_rates(masked_lm_rate, mask_token_rate, random_token_rate, max_predict
         )
     if int(max_predictions_per_seq) < 1:
         raise ValueError(f"max_predictions_per_seq must be >= 1; got {max_predictions_per_seq}.")
-
-
-def pack_segments(segments, tokenizer, sequence_length):
-    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded to `sequence_length`,
-    from a list of one or two ragged `(batch, None)` id spans that already fit
-    (BERT sec. 3, Figure 2).
-
-    Returns `token_ids`, `segment_ids` and `padding_mask`, each `(batch, sequence_length)` int32.
-
-    >>> import tensorflow as tf
-    >>> from kzoo import BertTokenizer
-    >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
-    >>> out = pack_segments([tf.ragged.constant([[5, 5]]), tf.ragged.constant([[6]])], tok, 7)
-    >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
-    ([[2, 5, 5, 3, 6, 3, 0]], [[0, 0, 0, 0, 1, 1, 0]])
-    """
-    token_ids, segment_ids = tf_text.combine_segments(
-        segments,
-        start_of_sequence_id=tokenizer.cls_token_id,
-        end_of_segment_id=tokenizer.sep_token_id,
-    )
-    token_ids, padding_mask = tf_text.pad_model_inputs(
-        token_ids, sequence_length, pad_value=tokenizer.pad_token_id
-    )
-    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, sequence_length)
-    return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
-    }
 
 
 def _ragged(spans):

@@ -64,6 +64,35 @@ def keep_first(ragged, lengths):
     return tf.ragged.boolean_mask(ragged, keep)
 
 
+def pack_segments(segments, tokenizer, sequence_length):
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded to `sequence_length`,
+    from a list of one or two ragged `(batch, None)` id spans that already fit
+    (BERT sec. 3, Figure 2).
+
+    Returns `token_ids`, `segment_ids` and `padding_mask`, each `(batch, sequence_length)` int32.
+
+    >>> import tensorflow as tf
+    >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
+    >>> out = pack_segments([tf.ragged.constant([[5, 5]]), tf.ragged.constant([[6]])], tok, 7)
+    >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
+    ([[2, 5, 5, 3, 6, 3, 0]], [[0, 0, 0, 0, 1, 1, 0]])
+    """
+    token_ids, segment_ids = tf_text.combine_segments(
+        segments,
+        start_of_sequence_id=tokenizer.cls_token_id,
+        end_of_segment_id=tokenizer.sep_token_id,
+    )
+    token_ids, padding_mask = tf_text.pad_model_inputs(
+        token_ids, sequence_length, pad_value=tokenizer.pad_token_id
+    )
+    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, sequence_length)
+    return {
+        "token_ids": tf.cast(token_ids, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+        "padding_mask": tf.cast(padding_mask, tf.int32),
+    }
+
+
 @keras.saving.register_keras_serializable(package="kzoo")
 class BertPreprocessor:
     """Tokenizes and packs text into `{token_ids, segment_ids, padding_mask}` (BERT sec. 3).
@@ -132,20 +161,7 @@ class BertPreprocessor:
                 segments[0].row_lengths(), segments[1].row_lengths(), budget
             )
             segments = [keep_first(segments[0], keep_a), keep_first(segments[1], keep_b)]
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments,
-            start_of_sequence_id=self.tokenizer.cls_token_id,
-            end_of_segment_id=self.tokenizer.sep_token_id,
-        )
-        token_ids, padding_mask = tf_text.pad_model_inputs(
-            token_ids, self.sequence_length, pad_value=self.tokenizer.pad_token_id
-        )
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, self.sequence_length)
-        outputs = {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-        }
+        outputs = pack_segments(segments, self.tokenizer, self.sequence_length)
         return {k: v[0] for k, v in outputs.items()} if scalar else outputs
 
     def get_config(self):
