@@ -8,26 +8,41 @@ Public API:
 - `kzoo.BertTokenizer`, `kzoo.learn_wordpiece_vocabulary`: BERT's WordPiece
   tokenizer and vocabulary learner on tensorflow-text; `kzoo.BertPreprocessor`
   packs one or two segments into the backbone's inputs.
+- `kzoo.BertPretrainer`, `kzoo.BertMaskedLM`: pre-training (masked LM + next
+  sentence prediction, or masked LM only) with `kzoo.bert_pretraining_optimizer`
+  (`BertAdamW`, `LinearWarmupLinearDecay`) and `kzoo.pretraining_phases`.
 - `kzoo.list_presets()`: the papers' configurations by name.
 """
 
 from kzoo import data, layers
 from kzoo.data import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
+    BertAdamW,
     BertBackbone,
+    BertMaskedLM,
     BertPreprocessor,
+    BertPretrainer,
     BertTokenizer,
+    LinearWarmupLinearDecay,
+    bert_pretraining_optimizer,
+    pretraining_phases,
 )
 from kzoo.presets import list_presets
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BertAdamW",
     "BertBackbone",
+    "BertMaskedLM",
     "BertPreprocessor",
+    "BertPretrainer",
     "BertTokenizer",
+    "LinearWarmupLinearDecay",
+    "bert_pretraining_optimizer",
     "data",
     "layers",
     "learn_wordpiece_vocabulary",
     "list_presets",
+    "pretraining_phases",
 ]

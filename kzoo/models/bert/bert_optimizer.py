@@ -1,0 +1,297 @@
+"""BERT's pre-training optimizer recipe (BERT sec. 3.1 and appendix A.2).
+
+The paper trains with Adam (lr 1e-4, beta_1 0.9, beta_2 0.999), L2 weight
+decay 0.01, learning-rate warmup over the first 10,000 steps then linear
+decay, for 1M steps: 90% of them at sequence length 128 and the last 10% at
+512. google-research/bert's `optimization.py` implements the decay as
+decoupled weight decay (AdamW), skips LayerNorm parameters and every bias,
+uses epsilon 1e-6 and clips gradients to a global norm of 1.0.
+
+Three pieces, usable on any backend:
+
+- `LinearWarmupLinearDecay`: the learning-rate schedule.
+- `BertAdamW`: `keras.optimizers.AdamW` whose weight-decay exclusions are
+  part of its config (so they survive `.keras` save/load).
+- `bert_pretraining_optimizer`: the two put together with the paper's numbers;
+  `pretraining_phases`: the 128/512 split of the steps.
+
+Differences from google-research/bert, kept on purpose:
+
+- The decay reaches `peak_learning_rate` at the end of the warmup and falls
+  linearly to `end_learning_rate` over the remaining steps (as Hugging Face's
+  `get_linear_schedule_with_warmup`). google-research's code decays over all
+  `total_steps` and overrides the warmup steps, so just after warmup it
+  drops to `peak * (1 - warmup / total)` (1% lower for the paper's numbers).
+- Keras' Adam applies bias correction to the moment estimates; google-research's
+  `AdamWeightDecayOptimizer` does not. The difference fades after a few
+  thousand steps, all inside the warmup.
+"""
+
+import collections
+import math
+
+import keras
+from keras import ops
+
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
+
+# google-research/bert's README and `create_pretraining_data.py` runs:
+# max_predictions_per_seq 20 at sequence length 128 and 80 at 512 (about 15%).
+MAX_PREDICTIONS_PER_SEQ = {128: 20, 512: 80}
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to a peak, then linear decay (BERT sec. 3.1, appendix A.2).
+
+        lr(step) = peak * step / warmup_steps                        step < warmup_steps
+        lr(step) = end + (peak - end) * (total - step) / (total - warmup)
+                                                                     warmup_steps <= step <= total
+        lr(step) = end                                               step > total
+
+    The paper: warmup over the first 10,000 steps to 1e-4, then linear decay
+    over the 1M training steps. Keras evaluates the schedule at
+    `optimizer.iterations` before each update, so the first update uses
+    `lr(0) = 0`, as in google-research/bert and Hugging Face.
+
+    Args:
+        peak_learning_rate: the learning rate at the end of the warmup (1e-4).
+        warmup_steps: number of warmup steps (10,000); 0 starts at the peak.
+        total_steps: the step at which the decay reaches `end_learning_rate`
+            (1,000,000); at least `warmup_steps`.
+        end_learning_rate: the learning rate at and after `total_steps` (0).
+
+    Call arguments:
+        step: the optimizer step, a Python number or a scalar tensor.
+
+    Returns:
+        A float32 scalar tensor.
+
+    Example:
+
+    >>> schedule = LinearWarmupLinearDecay(1e-4, warmup_steps=10, total_steps=110)
+    >>> [round(float(schedule(step)), 8) for step in (0, 5, 10, 60, 110, 200)]
+    [0.0, 5e-05, 0.0001, 5e-05, 0.0, 0.0]
+    """
+
+    def __init__(self, peak_learning_rate, warmup_steps, total_steps, end_learning_rate=0.0):
+        if warmup_steps < 0 or total_steps < max(warmup_steps, 1):
+            raise ValueError(
+                "LinearWarmupLinearDecay needs 0 <= warmup_steps <= total_steps and "
+                f"total_steps >= 1; got warmup_steps={warmup_steps}, total_steps={total_steps}. "
+                "Pass the number of optimizer steps of the whole run as `total_steps`."
+            )
+        self.peak_learning_rate = peak_learning_rate
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        self.end_learning_rate = end_learning_rate
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        peak = ops.cast(self.peak_learning_rate, "float32")
+        end = ops.cast(self.end_learning_rate, "float32")
+        warmup = float(max(self.warmup_steps, 1))
+        decay_steps = float(max(self.total_steps - self.warmup_steps, 1))
+        warming_up = peak * step / warmup
+        remaining = ops.clip((self.total_steps - step) / decay_steps, 0.0, 1.0)
+        decaying = end + (peak - end) * remaining
+        return ops.where(step < self.warmup_steps, warming_up, decaying)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+            "end_learning_rate": self.end_learning_rate,
+        }
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertAdamW(keras.optimizers.AdamW):
+    """AdamW that skips LayerNorm parameters and biases (BERT sec. 3.1, A.2).
+
+    The paper's "L2 weight decay of 0.01" is decoupled weight decay in
+    google-research/bert (`AdamWeightDecayOptimizer`, excluding variables named
+    "LayerNorm", "layer_norm" or "bias"). In Keras the LayerNorm variables are
+    named `gamma` and `beta` and biases `bias`, so those are the default
+    exclusions. Each step every other variable shrinks by the factor
+    `1 - learning_rate * weight_decay` before the Adam update.
+
+    Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
+    whose names are lost by `get_config` (and so by `.keras` save/load), the
+    names here are a constructor argument and part of the config.
+
+    Args:
+        exclude_from_weight_decay_names: regular expressions searched in each
+            variable's short `.name` (not its path); a match skips weight decay.
+        **kwargs: `keras.optimizers.AdamW` arguments (`learning_rate`,
+            `weight_decay`, `beta_1`, `beta_2`, `epsilon`, `global_clipnorm`, ...).
+
+    Example:
+
+    >>> optimizer = BertAdamW(learning_rate=1e-4, weight_decay=0.01)
+    >>> restored = BertAdamW.from_config(optimizer.get_config())
+    >>> restored.exclude_from_weight_decay_names
+    ('gamma', 'beta', 'bias')
+    >>> kernel, bias = keras.Variable([1.0], name="kernel"), keras.Variable([1.0], name="bias")
+    >>> restored._use_weight_decay(kernel), restored._use_weight_decay(bias)
+    (True, False)
+    """
+
+    def __init__(
+        self, exclude_from_weight_decay_names=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.exclude_from_weight_decay_names = tuple(exclude_from_weight_decay_names or ())
+        self.exclude_from_weight_decay(var_names=list(self.exclude_from_weight_decay_names))
+
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_weight_decay_names"] = list(self.exclude_from_weight_decay_names)
+        return config
+
+
+def bert_pretraining_optimizer(
+    total_steps=None,
+    warmup_steps=10_000,
+    learning_rate=1e-4,
+    weight_decay=0.01,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-6,
+    global_clipnorm=1.0,
+):
+    """The paper's pre-training optimizer (BERT sec. 3.1, appendix A.2).
+
+    Adam with lr 1e-4, beta_1 0.9, beta_2 0.999, decoupled weight decay 0.01
+    (not on LayerNorm parameters and biases), warmup over 10,000 steps then
+    linear decay to 0 at `total_steps`. epsilon 1e-6 and the global-norm
+    gradient clipping at 1.0 come from google-research/bert's `optimization.py`
+    (the paper does not state them); pass `global_clipnorm=None` to turn it off.
+
+    Args:
+        total_steps: optimizer steps of the whole run (1,000,000 in the paper,
+            both sequence-length phases together). `None` gives a constant
+            `learning_rate` (no warmup, no decay).
+        warmup_steps: warmup length, clipped to `total_steps`.
+        learning_rate: the peak learning rate.
+        weight_decay: decoupled weight-decay rate.
+        beta_1, beta_2, epsilon: Adam's parameters.
+        global_clipnorm: clip the gradients to this global norm, or `None`.
+
+    Returns:
+        A `BertAdamW`.
+
+    Example:
+
+    >>> optimizer = bert_pretraining_optimizer(total_steps=1000, warmup_steps=100)
+    >>> rates = []
+    >>> for step in (0, 50, 100, 550, 1000):
+    ...     _ = optimizer.iterations.assign(step)
+    ...     rates.append(round(float(optimizer.learning_rate), 8))
+    >>> rates
+    [0.0, 5e-05, 0.0001, 5e-05, 0.0]
+    >>> round(float(bert_pretraining_optimizer().learning_rate), 8)  # no total: constant
+    0.0001
+    """
+    if total_steps is None:
+        schedule = learning_rate
+    else:
+        schedule = LinearWarmupLinearDecay(
+            learning_rate, min(warmup_steps, total_steps), total_steps
+        )
+    return BertAdamW(
+        learning_rate=schedule,
+        weight_decay=weight_decay,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        global_clipnorm=global_clipnorm,
+    )
+
+
+PretrainingPhase = collections.namedtuple(
+    "PretrainingPhase", ["sequence_length", "max_predictions_per_seq", "steps", "first_step"]
+)
+PretrainingPhase.__doc__ = (
+    "One phase of pre-training (BERT sec. 3.1, A.2): its sequence length, the "
+    "masked-LM predictions per sequence, its number of steps and the global "
+    "step it starts at."
+)
+
+
+def _round_half_up(x):
+    return int(math.floor(x + 0.5))
+
+
+def _max_predictions(sequence_length):
+    if sequence_length in MAX_PREDICTIONS_PER_SEQ:
+        return MAX_PREDICTIONS_PER_SEQ[sequence_length]
+    return _round_half_up(0.15 * sequence_length)
+
+
+def pretraining_phases(
+    total_steps,
+    phase_one_sequence_length=128,
+    phase_two_sequence_length=512,
+    phase_two_fraction=0.1,
+    max_predictions_per_seq=None,
+):
+    """The paper's two pre-training phases (BERT sec. 3.1, appendix A.2).
+
+    "To speed up pretraining ..., we pre-train the model with sequence length
+    of 128 for 90% of the steps. Then, we train the rest 10% of the steps of
+    sequence of 512 to learn the positional embeddings." Phase two gets
+    `round(phase_two_fraction * total_steps)` steps (halves round up), phase
+    one the rest, so the steps add up to `total_steps` exactly.
+
+    Use one optimizer, with one schedule over `total_steps`, for both phases:
+    `optimizer.iterations` carries on from phase one into phase two.
+
+        optimizer = kzoo.bert_pretraining_optimizer(total_steps=total_steps)
+        model.compile(optimizer=optimizer)
+        for phase in kzoo.pretraining_phases(total_steps):
+            dataset = make_dataset(phase.sequence_length, phase.max_predictions_per_seq)
+            model.fit(dataset.repeat(), epochs=1, steps_per_epoch=phase.steps)
+
+    Args:
+        total_steps: optimizer steps of the whole run (1,000,000 in the paper).
+        phase_one_sequence_length: 128 in the paper.
+        phase_two_sequence_length: 512 in the paper (at most the backbone's
+            `max_sequence_length`).
+        phase_two_fraction: the share of steps in phase two, in (0, 1).
+        max_predictions_per_seq: `None` for the paper's 20 (at 128) and 80
+            (at 512), `round(0.15 * length)` for other lengths; an int for both
+            phases; or a pair `(phase_one, phase_two)`.
+
+    Returns:
+        A list of two `PretrainingPhase(sequence_length,
+        max_predictions_per_seq, steps, first_step)` namedtuples.
+
+    Example:
+
+    >>> for phase in pretraining_phases(1000):
+    ...     print(tuple(phase))
+    (128, 20, 900, 0)
+    (512, 80, 100, 900)
+    """
+    phase_two_steps = _round_half_up(phase_two_fraction * total_steps)
+    phase_one_steps = total_steps - phase_two_steps
+    if not 0 < phase_two_fraction < 1 or min(phase_one_steps, phase_two_steps) < 1:
+        raise ValueError(
+            f"pretraining_phases needs 0 < phase_two_fraction < 1 and at least one step "
+            f"per phase; got total_steps={total_steps}, phase_two_fraction="
+            f"{phase_two_fraction} ({phase_one_steps} and {phase_two_steps} steps). "
+            "Use more total steps or a fraction further from 0 and 1."
+        )
+    lengths = (phase_one_sequence_length, phase_two_sequence_length)
+    if max_predictions_per_seq is None:
+        predictions = tuple(_max_predictions(length) for length in lengths)
+    elif isinstance(max_predictions_per_seq, int):
+        predictions = (max_predictions_per_seq, max_predictions_per_seq)
+    else:
+        predictions = tuple(max_predictions_per_seq)
+    return [
+        PretrainingPhase(lengths[0], predictions[0], phase_one_steps, 0),
+        PretrainingPhase(lengths[1], predictions[1], phase_two_steps, phase_one_steps),
+    ]
