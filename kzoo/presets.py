@@ -136,7 +136,8 @@ def from_preset_for(cls, preset, /, **kwargs):
     - A name (see `list_presets`) gives the architecture with random weights
       and a warning; `kwargs` override its config. A task class (one that
       takes a `backbone`) gets `cls(backbone=<the preset's backbone>, **kwargs)`,
-      with `dtype` going to the backbone.
+      with `dtype` and the backbone's config fields (e.g. `max_sequence_length`)
+      going to the backbone.
     - A directory (str or `os.PathLike`) written by `save_to_preset` loads the
       saved object and its weights (`kzoo.preset_directories.load`); a task
       class gets the saved task, or the saved backbone with a fresh head.
@@ -164,6 +165,8 @@ def from_preset_for(cls, preset, /, **kwargs):
         return build_from_preset(cls, preset, **kwargs)
     backbone_cls = keras.saving.get_registered_object(f"kzoo>{get_preset(preset)['class_name']}")
     backbone_kwargs = preset_directories.pop_backbone_kwargs(kwargs)
+    for key in [k for k in kwargs if k in get_preset(preset)["config"] and not preset_directories.takes_argument(cls, k)]:
+        backbone_kwargs[key] = kwargs.pop(key)  # e.g. max_sequence_length=128 for a task
     return cls(backbone=build_from_preset(backbone_cls, preset, **backbone_kwargs), **kwargs)
 
 

@@ -8,21 +8,8 @@ import tensorflow as tf
 from kzoo.data.documents import read_documents
 from kzoo.data.masked_lm import mask_language_model
 from kzoo.data.sentence_pairs import TokenizedCorpus, sentence_pairs, tokenize_documents
+from kzoo.models.bert.bert_optimizer import default_max_predictions
 from kzoo.models.bert.bert_preprocessor import pack_segments
-
-# google-research/bert's max_predictions_per_seq: 20 at 128 tokens, 80 at 512.
-DEFAULT_MAX_PREDICTIONS = {128: 20, 512: 80}
-
-
-def default_max_predictions(sequence_length):
-    """google-research/bert's cap on masked predictions per sequence (BERT sec. 3.1, A.2):
-    20 at length 128, 80 at 512, otherwise round(0.15 * length) + 1.
-
-    >>> default_max_predictions(128), default_max_predictions(512), default_max_predictions(64)
-    (20, 80, 11)
-    """
-    return DEFAULT_MAX_PREDICTIONS.get(sequence_length, round(0.15 * sequence_length) + 1)
-
 
 def _vocabulary_roles(tokenizer):
     """(special ids never masked, ids random replacements draw from, `##` flags per id)."""

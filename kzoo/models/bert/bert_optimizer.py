@@ -224,7 +224,14 @@ def _round_half_up(x):
     return int(math.floor(x + 0.5))
 
 
-def _max_predictions(sequence_length):
+def default_max_predictions(sequence_length):
+    """google-research/bert's cap on masked-LM predictions per sequence (BERT
+    sec. 3.1, A.2): 20 at length 128, 80 at 512, otherwise 15% of the length
+    (halves rounded up).
+
+    >>> default_max_predictions(128), default_max_predictions(512), default_max_predictions(64)
+    (20, 80, 10)
+    """
     if sequence_length in MAX_PREDICTIONS_PER_SEQ:
         return MAX_PREDICTIONS_PER_SEQ[sequence_length]
     return _round_half_up(0.15 * sequence_length)
@@ -286,7 +293,7 @@ def pretraining_phases(
         )
     lengths = (phase_one_sequence_length, phase_two_sequence_length)
     if max_predictions_per_seq is None:
-        predictions = tuple(_max_predictions(length) for length in lengths)
+        predictions = tuple(default_max_predictions(length) for length in lengths)
     elif isinstance(max_predictions_per_seq, int):
         predictions = (max_predictions_per_seq, max_predictions_per_seq)
     else:

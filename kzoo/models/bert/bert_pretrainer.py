@@ -29,6 +29,7 @@ import types
 import keras
 from keras import ops
 
+from kzoo import presets
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, BertBackbone, bert_initializer
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
@@ -50,7 +51,7 @@ class _BertPretrainingModel(keras.Model):
 
     with_next_sentence_prediction = False
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, tokenizer=None, **kwargs):
         # === Layers ===
         # Built before `keras.Model.__init__` (which needs the graph), then set
         # as attributes afterwards (the order torch's module tracking needs).
@@ -83,6 +84,7 @@ class _BertPretrainingModel(keras.Model):
             outputs["nsp_logits"] = layers.next_sentence_dense(encoded["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.backbone = backbone
+        self.tokenizer = tokenizer  # kept with the model: the pipeline's vocabulary
         self.dtype_policy = backbone.dtype_policy  # mixed_float16: loss scaling in compile
         for name, layer in vars(layers).items():
             setattr(self, name, layer)
@@ -273,18 +275,23 @@ class _BertPretrainingModel(keras.Model):
             "name": self.name,
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
         }
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        for part in ("backbone", "tokenizer"):
+            if isinstance(config.get(part), dict):
+                config[part] = keras.saving.deserialize_keras_object(config[part])
         return cls(**config)
 
     @classmethod
     def from_preset(cls, preset, /, **overrides):
-        """`BertBackbone.from_preset(preset, **overrides)` plus freshly
-        initialised heads (sec. 3.1); see `kzoo.list_presets("bert")`.
+        """A built-in preset name (architecture, random weights, a warning;
+        `overrides` go to the backbone's config) or a preset directory written
+        by `save_to_preset` (the saved model, or a saved backbone with freshly
+        initialised heads), sec. 3.1; see `kzoo.list_presets("bert")`.
 
         Example:
 
@@ -295,7 +302,27 @@ class _BertPretrainingModel(keras.Model):
         >>> model.backbone.num_layers, model.backbone.max_sequence_length
         (2, 128)
         """
-        return cls(BertBackbone.from_preset(preset, **overrides))
+        return presets.from_preset_for(cls, preset, **overrides)
+
+    def save_to_preset(self, preset_dir):
+        """Writes a kzoo preset directory (KerasHub's layout): the backbone
+        alone (`config.json`, `model.weights.h5`) for fine-tuning (sec. 3.2),
+        and the whole model with its heads (`task.json`, `task.weights.h5`).
+
+        Example:
+
+        >>> import tempfile
+        >>> from kzoo import BertBackbone
+        >>> model = BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1,
+        ...     num_heads=2, hidden_dim=8, intermediate_dim=16))
+        >>> path = tempfile.mkdtemp()
+        >>> model.save_to_preset(path)
+        >>> BertPretrainer.from_preset(path).count_params() == model.count_params()
+        True
+        >>> BertBackbone.from_preset(path).num_layers
+        1
+        """
+        presets.save_task(self, preset_dir)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -321,6 +348,9 @@ class BertPretrainer(_BertPretrainingModel):
 
     Args:
         backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
+        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
+            as `self.tokenizer` and saved by `save_to_preset`, so a preset
+            directory holds everything needed to continue or fine-tune.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
@@ -375,6 +405,9 @@ class BertMaskedLM(_BertPretrainingModel):
 
     Args:
         backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
+        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
+            as `self.tokenizer` and saved by `save_to_preset`, so a preset
+            directory holds everything needed to continue or fine-tune.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:

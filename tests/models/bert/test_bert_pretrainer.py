@@ -300,7 +300,8 @@ def test_head_config_does_not_carry_the_embedding():
 def test_get_config_from_config_round_trip(cls):
     model = tiny_pretrainer(cls, activation="gelu_approximate")
     config = model.get_config()
-    assert sorted(config) == ["backbone", "name", "trainable"]
+    assert sorted(config) == ["backbone", "name", "tokenizer", "trainable"]
+    assert config["tokenizer"] is None
     assert config["backbone"]["config"]["activation"] == "gelu_approximate"
     revived = cls.from_config(config)
     assert revived.get_config() == config
@@ -541,3 +542,25 @@ def test_other_errors():
     model.compile()
     with pytest.raises(ValueError, match=r"does not take `sample_weight`.*mask_weights"):
         model.compute_loss(features, labels, model(features), sample_weight=np.ones(3, "float32"))
+
+
+def test_preset_directory_keeps_heads_and_tokenizer(tmp_path):
+    from kzoo import BertTokenizer
+
+    tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)])
+    model = tiny_pretrainer(BertPretrainer)
+    model = BertPretrainer(model.backbone, tokenizer=tokenizer)
+    model.save_to_preset(tmp_path)
+    revived = BertPretrainer.from_preset(tmp_path)
+    features, _ = batch()
+    a, b = model(features), revived(features)
+    for key in a:
+        assert max_abs_diff(a[key], to_numpy(b[key])) <= 1e-6, key
+    assert revived.tokenizer.get_vocabulary() == tokenizer.get_vocabulary()
+    # The same directory gives the backbone alone, and MLM-only training with fresh heads.
+    inputs = {k: v for k, v in features.items() if k != "mask_positions"}
+    assert max_abs_diff(
+        BertBackbone.from_preset(tmp_path)(inputs)["sequence_output"],
+        to_numpy(model.backbone(inputs)["sequence_output"]),
+    ) <= 1e-6
+    assert BertMaskedLM.from_preset(tmp_path).backbone.num_layers == model.backbone.num_layers

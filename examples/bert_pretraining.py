@@ -1,0 +1,127 @@
+"""Pre-train a small BERT from scratch on CPython's own documentation (BERT sec. 3.1).
+
+    KERAS_BACKEND=jax python examples/bert_pretraining.py
+
+1. Reads the documentation that ships with Python (manual topics and the
+   standard library's docstrings; see offline_corpora.py): one document per
+   topic or module, so next sentence prediction has real document structure.
+   5% of the documents are held out.
+2. Learns a WordPiece vocabulary from the training documents.
+3. Builds masked-LM + NSP examples with `kzoo.data.pretraining_dataset`
+   (15% of tokens, 80/10/10; 50% IsNext).
+4. Pre-trains a `kzoo.BertPretrainer` in the paper's two phases (here 90% of
+   the steps at length 64, the last 10% at 128) with the paper's optimizer
+   (AdamW, warm-up then linear decay, no decay on LayerNorm and biases).
+5. Reports MLM and NSP accuracy on held-out documents next to trivial
+   baselines, and saves the model as a kzoo preset directory that
+   `kzoo.BertBackbone.from_preset(path)` and the task models load.
+
+Runs in under 10 minutes on 2 CPU cores with the defaults.
+"""
+
+import argparse
+import collections
+import os
+import random
+import tempfile
+import time
+
+import numpy as np
+
+import kzoo
+from offline_corpora import python_documentation
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="pretrained/bert_python_docs", help="preset directory to write")
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--hidden-dim", type=int, default=256)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=1500, help="optimizer steps, both phases")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--dupe-factor", type=int, default=5, help="passes over the corpus when pairing")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def split_documents(documents, held_out_fraction, seed):
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    cut = max(2, int(len(documents) * held_out_fraction))
+    return [documents[i] for i in order[cut:]], [documents[i] for i in order[:cut]]
+
+
+def baselines(dataset):
+    """Held-out accuracy of predicting the most frequent masked token and the majority NSP label."""
+    tokens, labels = collections.Counter(), collections.Counter()
+    for _, y in dataset.as_numpy_iterator():
+        tokens.update(y["mask_ids"][y["mask_weights"] > 0].tolist())
+        labels.update(y["next_sentence_label"].tolist())
+    return tokens.most_common(1)[0][1] / sum(tokens.values()), labels.most_common(1)[0][1] / sum(labels.values())
+
+
+def main():
+    args = parse_args()
+    start = time.perf_counter()
+    documents = python_documentation()
+    train_documents, held_out_documents = split_documents(documents, 0.05, args.seed)
+    sentences = [s for d in train_documents for s in d]
+    print(f"corpus: {len(documents)} documents, {len(sentences)} training sentences; "
+          f"{len(held_out_documents)} documents held out")
+
+    vocabulary = os.path.join(tempfile.mkdtemp(), "vocabulary.txt")
+    kzoo.learn_wordpiece_vocabulary(sentences, args.vocabulary_size, lowercase=True, output_path=vocabulary)
+    tokenizer = kzoo.BertTokenizer(vocabulary, lowercase=True)
+    print(f"vocabulary: {tokenizer.vocabulary_size()} WordPiece tokens")
+
+    backbone = kzoo.BertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(),
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=4 * args.hidden_dim,
+        max_sequence_length=128,
+    )
+    model = kzoo.BertPretrainer(backbone, tokenizer=tokenizer)
+    model.compile(
+        optimizer=kzoo.bert_pretraining_optimizer(
+            total_steps=args.steps, warmup_steps=args.steps // 10, learning_rate=args.learning_rate
+        )
+    )
+    print(f"model: L={args.num_layers} H={args.hidden_dim} A={args.num_heads}, "
+          f"{model.count_params():,} parameters")
+
+    phases = kzoo.pretraining_phases(args.steps, phase_one_sequence_length=64, phase_two_sequence_length=128)
+    for phase in phases:
+        dataset = kzoo.data.pretraining_dataset(
+            train_documents, tokenizer, phase.sequence_length, phase.max_predictions_per_seq,
+            batch_size=args.batch_size, seed=args.seed + phase.first_step, dupe_factor=args.dupe_factor,
+            drop_remainder=True,
+        )
+        print(f"phase: length {phase.sequence_length}, {phase.steps} steps from step {phase.first_step}")
+        model.fit(dataset.repeat(), epochs=1, steps_per_epoch=phase.steps, verbose=2)
+
+    held_out = kzoo.data.pretraining_dataset(
+        held_out_documents, tokenizer, 128, batch_size=args.batch_size, seed=1234, progress=False
+    ).cache()
+    results = model.evaluate(held_out, return_dict=True, verbose=0)
+    mlm_baseline, nsp_baseline = baselines(held_out)
+    print("\nheld-out documents (never seen in training):")
+    print(f"  MLM accuracy {results['mlm_accuracy']:.3f}  (most frequent token: {mlm_baseline:.3f})")
+    print(f"  NSP accuracy {results['nsp_accuracy']:.3f}  (majority label: {nsp_baseline:.3f})")
+
+    model.save_to_preset(args.output)
+    print(f"saved the pre-trained model to the preset directory {args.output}/ "
+          f"(total {time.perf_counter() - start:.0f} s)")
+
+    # The same preset loads as a backbone for fine-tuning.
+    reloaded = kzoo.BertBackbone.from_preset(args.output)
+    probe = {"token_ids": np.array([[tokenizer.cls_token_id, tokenizer.sep_token_id]])}
+    assert np.allclose(reloaded(probe)["pooled_output"], backbone(probe)["pooled_output"], atol=1e-5)
+
+
+if __name__ == "__main__":
+    main()
