@@ -36,10 +36,10 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="pretrained/bert_python_docs", help="preset directory to write")
     parser.add_argument("--vocabulary-size", type=int, default=8000)
-    parser.add_argument("--num-layers", type=int, default=4)
-    parser.add_argument("--hidden-dim", type=int, default=256)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=1500, help="optimizer steps, both phases")
+    parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--hidden-dim", type=int, default=128)
+    parser.add_argument("--num-heads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=2500, help="optimizer steps, both phases")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--dupe-factor", type=int, default=5, help="passes over the corpus when pairing")
@@ -102,7 +102,8 @@ def main():
             drop_remainder=True,
         )
         print(f"phase: length {phase.sequence_length}, {phase.steps} steps from step {phase.first_step}")
-        model.fit(dataset.repeat(), epochs=1, steps_per_epoch=phase.steps, verbose=2)
+        for chunk in np.array_split(np.arange(phase.steps), max(1, phase.steps // 250)):
+            model.fit(dataset.repeat(), epochs=1, steps_per_epoch=len(chunk), verbose=2)
 
     held_out = kzoo.data.pretraining_dataset(
         held_out_documents, tokenizer, 128, batch_size=args.batch_size, seed=1234, progress=False

@@ -18,3 +18,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
             exec(compile(block, str(README), "exec"), namespace)
     assert tuple(namespace["outputs"]["sequence_output"].shape) == (1, 5, 768)
     assert tuple(namespace["batch"]["token_ids"].shape) == (1, 16)
+    assert sorted(namespace["history"].history) == [
+        "loss", "mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"
+    ]
+    assert (tmp_path / "my_bert" / "task.weights.h5").exists()
