@@ -11,7 +11,10 @@ Public API:
 - `kzoo.BertPretrainer`, `kzoo.BertMaskedLM`: pre-training (masked LM + next
   sentence prediction, or masked LM only) with `kzoo.bert_pretraining_optimizer`
   (`BertAdamW`, `LinearWarmupLinearDecay`) and `kzoo.pretraining_phases`.
-- `kzoo.list_presets()`: the papers' configurations by name.
+- `kzoo.data`: the pre-training input pipeline on tf.data
+  (`kzoo.data.pretraining_dataset`: corpora, NSP pairs, MLM masking, TFRecords).
+- `kzoo.list_presets()`: the papers' configurations by name; every model's
+  `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
 """
 
 from kzoo import data, layers
