@@ -76,7 +76,8 @@ def check_ids_in_range(ids, vocabulary_size, what):
 
 def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
     """Raises a readable error when positions `start_index .. start_index + sequence_length - 1`
-    fall outside a position table of `max_sequence_length` rows.
+    fall outside a position table of `max_sequence_length` rows; returns
+    `sequence_length` (in a TensorFlow graph, a copy that depends on the check).
 
     Python ints and eager tensors raise a `ValueError` on every backend. Inside
     a TensorFlow graph whose length is only known at run time (a
@@ -108,6 +109,11 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     elif keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        tf.debugging.assert_less_equal(
+        check = tf.debugging.assert_less_equal(
             tf.cast(end, "int32"), max_sequence_length, message=message("start", "end")
         )
+        # Ops run in parallel in a graph: tie the length to the assertion so the
+        # slicing that uses it cannot fail first with an opaque error.
+        with tf.control_dependencies([check]):
+            return tf.identity(sequence_length)
+    return sequence_length

@@ -123,7 +123,9 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         sequence_length = ops.shape(inputs)[-2]
-        check_positions_fit(start_index, sequence_length, self.max_sequence_length, self.name)
+        sequence_length = check_positions_fit(
+            start_index, sequence_length, self.max_sequence_length, self.name
+        )
         table = ops.convert_to_tensor(self.position_embeddings)
         return ops.slice(table, (start_index, 0), (sequence_length, table.shape[-1]))
 
