@@ -57,11 +57,12 @@ def write_pretraining_tfrecords(dataset, output_prefix, num_shards=1, progress=T
     Example:
 
     >>> import os, tempfile
-    >>> from kzoo import BertTokenizer
-    >>> from kzoo.data import pretraining_dataset
-    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcd"))
-    >>> dataset = pretraining_dataset([["a b c", "d c b"], ["b a d", "c"]], tokenizer,
-    ...     sequence_length=12, max_predictions_per_seq=3, seed=1, progress=False)
+    >>> import numpy as np, tensorflow as tf
+    >>> features = {"token_ids": np.array([[2, 5, 4, 3, 6, 3]]), "segment_ids": np.array([[0, 0, 0, 0, 1, 1]]),
+    ...             "padding_mask": np.ones((1, 6), "int32"), "mask_positions": np.array([[2]])}
+    >>> labels = {"mask_ids": np.array([[7]]), "mask_weights": np.array([[1.0]], "float32"),
+    ...           "next_sentence_label": np.array([0])}
+    >>> dataset = tf.data.Dataset.from_tensors((features, labels))
     >>> prefix = os.path.join(tempfile.mkdtemp(), "train")
     >>> files = write_pretraining_tfrecords(dataset, prefix, num_shards=2, progress=False)
     >>> [os.path.basename(f) for f in files]
