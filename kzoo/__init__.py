@@ -22,11 +22,13 @@ from kzoo.data import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
     BertBackbone,
+    BertClassifier,
     BertMaskedLM,
     BertPreprocessor,
     BertPretrainer,
     BertTokenizer,
     LinearWarmupLinearDecay,
+    bert_finetuning_optimizer,
     bert_pretraining_optimizer,
     pretraining_phases,
 )
@@ -37,11 +39,13 @@ __version__ = "0.1.0"
 __all__ = [
     "BertAdamW",
     "BertBackbone",
+    "BertClassifier",
     "BertMaskedLM",
     "BertPreprocessor",
     "BertPretrainer",
     "BertTokenizer",
     "LinearWarmupLinearDecay",
+    "bert_finetuning_optimizer",
     "bert_pretraining_optimizer",
     "data",
     "layers",

@@ -337,11 +337,30 @@ def load_task(cls, path, /, **kwargs):
             f"(config.json and model.weights.h5). {RESAVE}."
         )
     kwargs["backbone"] = _load_part(directory, "backbone", pop_backbone_kwargs(kwargs))
-    for role in ("preprocessor", "tokenizer"):
-        if role in saved and role not in kwargs and takes_argument(cls, role):
-            kwargs[role] = _load_part(directory, role, {})
-            break
+    wanted = next((a for a in ("preprocessor", "tokenizer") if takes_argument(cls, a)), None)
+    role = next((r for r in ("preprocessor", "tokenizer") if r in saved), None)
+    if wanted and role and wanted not in kwargs:
+        part = _load_part(directory, role, {})
+        # A task adapts a tokenizer into its own preprocessor; a pre-trainer keeps the tokenizer.
+        kwargs[wanted] = part.tokenizer if (wanted, role) == ("tokenizer", "preprocessor") else part
     return cls(**kwargs)
+
+
+def saved_task_config(path, cls):
+    """The config of the `cls` task saved in preset directory `path`, or None
+    (a built-in name, or no such task there), e.g. to compare a fine-tuned
+    head's `num_classes` (BERT sec. 3.2) with the one asked for.
+
+    >>> saved_task_config("bert_tiny", object) is None
+    True
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(path))):
+        return None
+    directory = _as_path(path)
+    config = _saved_classes(directory).get("task") if any(
+        os.path.isfile(os.path.join(directory, name)) for name in PART_FILES.values()
+    ) else None
+    return dict(config["config"]) if _is_subclass(config, cls) else None
 
 
 def pop_backbone_kwargs(kwargs):

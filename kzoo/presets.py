@@ -27,6 +27,7 @@ from kzoo.preset_directories import (  # noqa: F401 (the saving API lives here t
     save_preprocessor,
     save_task,
     save_tokenizer,
+    saved_task_config,
 )
 
 

@@ -210,6 +210,56 @@ def bert_pretraining_optimizer(
     )
 
 
+def bert_finetuning_optimizer(
+    total_steps=None, learning_rate=5e-5, warmup_proportion=0.1, weight_decay=0.01, **kwargs
+):
+    """The fine-tuning optimizer of BERT (sec. 3.2, 4; appendix A.3).
+
+    Adam with a peak learning rate of 5e-5 (the paper searches 5e-5, 3e-5 and
+    2e-5), linear warmup over the first `warmup_proportion` of the steps
+    (google-research/bert's `warmup_proportion=0.1`) and linear decay to 0,
+    with `bert_pretraining_optimizer`'s weight decay (0.01, not on LayerNorm
+    parameters and biases), epsilon 1e-6 and gradient clipping at global norm
+    1.0, as google-research/bert's `run_classifier.py` and `run_squad.py` use.
+
+    Args:
+        total_steps: optimizer steps of the whole fine-tuning run (epochs ×
+            steps per epoch). `None` gives a constant `learning_rate`; the
+            task models' `fit` fills it in when `compile()` was called
+            without an optimizer.
+        learning_rate: the peak learning rate.
+        warmup_proportion: fraction of `total_steps` spent warming up.
+        weight_decay: decoupled weight-decay rate.
+        **kwargs: passed to `bert_pretraining_optimizer` (`beta_1`, `beta_2`,
+            `epsilon`, `global_clipnorm`).
+
+    Returns:
+        A `BertAdamW`.
+
+    Example:
+
+    >>> optimizer = bert_finetuning_optimizer(total_steps=100)
+    >>> rates = []
+    >>> for step in (0, 5, 10, 55, 100):
+    ...     _ = optimizer.iterations.assign(step)
+    ...     rates.append(round(float(optimizer.learning_rate), 8))
+    >>> rates
+    [0.0, 2.5e-05, 5e-05, 2.5e-05, 0.0]
+    """
+    if not 0.0 <= warmup_proportion <= 1.0:
+        raise ValueError(
+            f"warmup_proportion={warmup_proportion} must be a fraction in [0, 1] (BERT uses 0.1)."
+        )
+    warmup_steps = 0 if total_steps is None else int(round(warmup_proportion * total_steps))
+    return bert_pretraining_optimizer(
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        learning_rate=learning_rate,
+        weight_decay=weight_decay,
+        **kwargs,
+    )
+
+
 PretrainingPhase = collections.namedtuple(
     "PretrainingPhase", ["sequence_length", "max_predictions_per_seq", "steps", "first_step"]
 )

@@ -1,0 +1,97 @@
+"""Sentence and sentence-pair classification with BERT (BERT sec. 3.2, 4.1; Figure 4a, 4b)."""
+
+import keras
+
+from kzoo.models.bert.bert_backbone import bert_initializer
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertClassifier(BertTask):
+    """BERT with a classification layer on `[CLS]`: softmax(C W) (BERT sec. 4.1).
+
+    "The only new parameters introduced during fine-tuning are classification
+    layer weights W ∈ R^{K×H}" (sec. 4.1). C is the backbone's pooled output,
+    the tanh layer on the final `[CLS]` state that next sentence prediction
+    trained, as in google-research/bert's `run_classifier.py`, with dropout
+    0.1 before W. Single sentences and sentence pairs (GLUE, Figure 4a/4b);
+    `num_classes=1` gives a regression score (STS-B), trained with the mean
+    squared error.
+
+    `compile()` with no arguments follows the paper's fine-tuning recipe
+    (sec. 3.2, A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, 10%
+    warmup then linear decay, weight decay 0.01), sparse categorical
+    cross-entropy on the logits and accuracy (regression: mean squared error
+    and Pearson correlation).
+
+    Args:
+        backbone: a `kzoo.BertBackbone`.
+        num_classes: K, the number of labels (1 for regression).
+        preprocessor: optional `kzoo.BertPreprocessor` (or `kzoo.BertTokenizer`),
+            so that `fit`/`evaluate`/`predict` take raw text: a batch of
+            strings, or a tuple `(texts_a, texts_b)` for pairs.
+        dropout: dropout rate on C before the classification layer.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Call arguments:
+        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+            `(batch, sequence_length)`.
+
+    Returns:
+        Logits `(batch, num_classes)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import BertBackbone, BertPreprocessor, BertTokenizer
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
+    >>> backbone = BertBackbone(vocabulary_size=len(vocabulary), num_layers=1,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16)
+    >>> preprocessor = BertPreprocessor(BertTokenizer(vocabulary), sequence_length=8)
+    >>> model = BertClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+    >>> model.compile()
+    >>> history = model.fit(["good film", "bad film"], np.array([1, 0]), epochs=2, verbose=0)
+    >>> model.predict(["good film"], verbose=0).shape
+    (1, 2)
+    """
+
+    head_arguments = ("num_classes", "dropout")
+
+    def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, **kwargs):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(
+                f"num_classes must be a positive int (the number of labels K, or 1 for "
+                f"regression); got {num_classes!r}."
+            )
+        # === Layers ===
+        head_dropout = keras.layers.Dropout(dropout, name="classifier_dropout")
+        head = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=bert_initializer(),
+            dtype=backbone.dtype_policy,
+            name="logits",
+        )
+        # === Functional model ===
+        inputs = backbone_inputs()
+        pooled = backbone(inputs)["pooled_output"]
+        outputs = keras.layers.Activation("linear", dtype="float32", name="float32_logits")(
+            head(head_dropout(pooled))
+        )
+        super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.classifier_dropout = head_dropout
+        self.logits = head
+
+    def label_bounds(self, packed):
+        return None if self.num_classes == 1 else (0, self.num_classes)
+
+    def default_loss(self):
+        if self.num_classes == 1:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        if self.num_classes == 1:
+            return [keras.metrics.PearsonCorrelation(name="pearson_correlation")]
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -1,0 +1,418 @@
+"""What BERT's fine-tuning models share (BERT sec. 3.2, sec. 4, Figure 4).
+
+"For each task, we simply plug in the task-specific inputs and outputs into
+BERT and fine-tune all the parameters end-to-end" (sec. 3.2). `BertTask` is
+that plug: a functional `keras.Model` around a `kzoo.BertBackbone` with a small
+head, and an optional preprocessor that turns raw text into the backbone's
+inputs.
+
+With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
+(lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
+them): it is packed in `tf.data` (TensorFlow ops, outside the compiled model)
+and then fed to the model on whatever backend Keras runs. Already-packed
+inputs, a dict with `token_ids` (and `segment_ids`, `padding_mask`), go
+straight to the model. Labels are checked before the first step: in-memory
+labels raise a `ValueError`, labels in a `tf.data.Dataset` fail its first
+batch with the same message.
+"""
+
+import math
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kzoo import presets
+from kzoo.jax_state_recovery import keep_state_on_error
+from kzoo.models.bert.bert_backbone import INPUT_NAMES
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+
+DEFAULT_BATCH_SIZE = 32  # sec. A.3: batch 16 or 32
+DEFAULT_SEQUENCE_LENGTH = 512
+
+
+def backbone_inputs(leading_shape=()):
+    """`{token_ids, segment_ids, padding_mask}` int32 `keras.Input`s of shape
+    `(batch, *leading_shape, sequence_length)` (BERT sec. 3, Figure 2)."""
+    return {
+        name: keras.Input(shape=(*leading_shape, None), dtype="int32", name=name)
+        for name in INPUT_NAMES
+    }
+
+
+def _to_tensor(value):
+    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists)."""
+    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
+        return value
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
+        if len({len(row) for row in value}) > 1:
+            return tf.ragged.constant([list(row) for row in value])
+    array = np.asarray(value)
+    if array.dtype == object or array.dtype.kind == "U":
+        array = array.astype(str).astype(object)
+    return tf.constant(array)
+
+
+def _structure_to_tensors(value):
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(_to_tensor(v) for v in value)
+    return _to_tensor(value)
+
+
+def _length(value):
+    first = value[0] if isinstance(value, tuple) else value
+    return int(first.shape[0]) if not isinstance(first, tf.RaggedTensor) else int(first.nrows())
+
+
+def _split(value, cut):
+    """`(value[:cut], value[cut:])` for an array, a tuple of arrays or None."""
+    if value is None:
+        return None, None
+    if isinstance(value, tuple):
+        parts = [_split(v, cut) for v in value]
+        return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+    return value[:cut], value[cut:]
+
+
+class BertTask(keras.Model):
+    """Base class of kzoo's BERT fine-tuning models (BERT sec. 3.2, Figure 4).
+
+    Subclasses build their head on `backbone_inputs()`, then call
+    `super().__init__(inputs=..., outputs=..., backbone=..., preprocessor=...)`.
+    They set `preprocessor_class` (the preprocessor a plain
+    `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is turned into),
+    `head_arguments` (their constructor arguments, for `get_config`), and
+    override `default_loss`, `default_metrics` and `label_bounds`.
+
+    The checks made here, before any training, for every task: the tokenizer's
+    vocabulary has as many tokens as the backbone's embedding table, and the
+    preprocessor's `sequence_length` fits the backbone's position table.
+
+    Example (through a subclass):
+
+    >>> from kzoo import BertBackbone, BertClassifier
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> isinstance(BertClassifier(backbone, num_classes=2), BertTask)
+    True
+    """
+
+    preprocessor_class = BertPreprocessor
+    head_arguments = ()
+
+    def __init__(self, inputs, outputs, backbone, preprocessor=None, **kwargs):
+        preprocessor = self.adapt_preprocessor(preprocessor, backbone)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self._compile_arguments = None
+
+    # === Preprocessor ===
+
+    @classmethod
+    def adapt_preprocessor(cls, preprocessor, backbone):
+        """`preprocessor` as a `cls.preprocessor_class`, checked against `backbone`.
+
+        A `kzoo.BertTokenizer` gets a preprocessor of the backbone's maximum
+        length (512 at most); a `kzoo.BertPreprocessor` of another class (e.g.
+        one saved with a classifier) keeps its tokenizer and `sequence_length`.
+        """
+        if preprocessor is None:
+            return None
+        if isinstance(preprocessor, BertTokenizer):
+            length = min(backbone.max_sequence_length, DEFAULT_SEQUENCE_LENGTH)
+            preprocessor = cls.preprocessor_class(preprocessor, sequence_length=length)
+        elif not isinstance(preprocessor, cls.preprocessor_class):
+            if not isinstance(preprocessor, BertPreprocessor):
+                raise ValueError(
+                    f"{cls.__name__} takes a preprocessor=kzoo.{cls.preprocessor_class.__name__} "
+                    f"(or a kzoo.BertPreprocessor / BertTokenizer); got {type(preprocessor).__name__}."
+                )
+            preprocessor = cls.preprocessor_class(
+                preprocessor.tokenizer, sequence_length=preprocessor.sequence_length
+            )
+        vocabulary_size = preprocessor.tokenizer.vocabulary_size()
+        if vocabulary_size != backbone.vocabulary_size:
+            raise ValueError(
+                f"The tokenizer's vocabulary has {vocabulary_size} tokens but the backbone's "
+                f"embedding table has {backbone.vocabulary_size} rows: they belong to different "
+                "models (was the vocabulary file replaced?). Use the tokenizer the backbone was "
+                "pre-trained with, e.g. both from the same preset directory."
+            )
+        if preprocessor.sequence_length > backbone.max_sequence_length:
+            raise ValueError(
+                f"The preprocessor packs {preprocessor.sequence_length} tokens but the backbone's "
+                f"position table has {backbone.max_sequence_length} rows. Pass "
+                f"sequence_length <= {backbone.max_sequence_length} to the preprocessor."
+            )
+        return preprocessor
+
+    # === Data ===
+
+    def label_bounds(self, packed):
+        """`(low, high)`: integer labels must lie in `[low, high)`; None: not checked.
+        `packed` tells whether the labels go with packed inputs (after the
+        preprocessor) or with raw text (before it)."""
+        return None
+
+    def _check_labels(self, labels, packed):
+        """A `ValueError` for in-memory labels outside `label_bounds`."""
+        bounds = self.label_bounds(packed)
+        if bounds is None or labels is None:
+            return
+        labels = labels[0] if isinstance(labels, tuple) else labels
+        values = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
+        values = np.asarray(values)
+        if values.size == 0:
+            return
+        if values.dtype.kind not in "iu" and not np.all(np.mod(values, 1) == 0):
+            raise ValueError(
+                f"{type(self).__name__} takes integer class ids as labels; got values such as "
+                f"{values.ravel()[:3].tolist()}."
+            )
+        self._raise_if_out_of_bounds(int(values.min()), int(values.max()), bounds)
+
+    def _raise_if_out_of_bounds(self, low, high, bounds):
+        if low < bounds[0] or high >= bounds[1]:
+            raise ValueError(self._bounds_message(bounds) + f" Got labels from {low} to {high}.")
+
+    def _bounds_message(self, bounds):
+        return (
+            f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
+            f"({self._label_meaning()}). Fix the labels, or build the model for more classes."
+        )
+
+    def _label_meaning(self):
+        return f"num_classes={getattr(self, 'num_classes', '?')}"
+
+    def _assert_labels(self, labels, packed):
+        """`labels` checked inside a tf.data pipeline (same message as `_check_labels`)."""
+        bounds = self.label_bounds(packed)
+        if bounds is None or labels is None:
+            return labels
+        first = labels[0] if isinstance(labels, tuple) else labels
+        values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
+        values = tf.cast(values, tf.int64)
+        checks = [
+            tf.debugging.assert_greater_equal(values, tf.cast(bounds[0], tf.int64), message=self._bounds_message(bounds)),
+            tf.debugging.assert_less(values, tf.cast(bounds[1], tf.int64), message=self._bounds_message(bounds)),
+        ]
+        with tf.control_dependencies(checks):
+            return tf.nest.map_structure(tf.identity, labels)
+
+    def _check_packed(self, x):
+        """Packed inputs in memory: keys and token ids checked (compiled JAX
+        steps would give NaN for ids outside the embedding table)."""
+        unknown = set(x) - set(INPUT_NAMES)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__} takes packed inputs with keys {list(INPUT_NAMES)}; got "
+                f"unknown key(s) {sorted(unknown)}."
+            )
+        ids = np.asarray(x["token_ids"])
+        if ids.size and (ids.min() < 0 or ids.max() >= self.backbone.vocabulary_size):
+            raise ValueError(
+                f"token_ids must lie in [0, {self.backbone.vocabulary_size - 1}] (the backbone's "
+                f"vocabulary); got ids from {ids.min()} to {ids.max()}. Were they made with "
+                "another vocabulary?"
+            )
+        defaults = {"segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
+        return {**defaults, **x}
+
+    def _prepare(self, x, y, sample_weight, batch_size, shuffle):
+        """Keras `fit`/`evaluate`/`predict` arguments, raw text turned into a
+        preprocessed `tf.data.Dataset`."""
+        if isinstance(x, tf.data.Dataset):
+            return {"x": self._preprocess_dataset(x), "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+        if isinstance(x, dict) and "token_ids" in x:
+            self._check_labels(_structure_to_tensors(y), packed=True)
+            return {"x": self._check_packed(x), "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+        if x is None:
+            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+        self._require_preprocessor()
+        x, y = _structure_to_tensors(x), _structure_to_tensors(y)
+        self._check_labels(y, packed=False)
+        slices = keras.utils.pack_x_y_sample_weight(x, y, _structure_to_tensors(sample_weight))
+        dataset = tf.data.Dataset.from_tensor_slices(slices)
+        if shuffle:
+            dataset = dataset.shuffle(_length(x), reshuffle_each_iteration=True)
+        dataset = dataset.ragged_batch(batch_size or DEFAULT_BATCH_SIZE)
+        return {"x": self._preprocess_dataset(dataset), "y": None, "sample_weight": None, "batch_size": None}
+
+    def _preprocess_dataset(self, dataset):
+        spec = dataset.element_spec
+        x_spec = spec[0] if isinstance(spec, tuple) else spec
+        if isinstance(x_spec, dict) and "token_ids" in x_spec:
+            if not isinstance(spec, tuple) or len(spec) < 2:
+                return dataset
+            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, packed=True), *w))
+        self._require_preprocessor()
+        first = x_spec[0] if isinstance(x_spec, tuple) else x_spec
+        if getattr(first, "shape", None) is not None and first.shape.rank == 0:
+            raise ValueError(
+                f"{type(self).__name__} takes batched datasets: call `dataset.batch(32)` first "
+                "(BERT fine-tunes with batches of 16 or 32)."
+            )
+
+        def preprocess(*element):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
+            return self.preprocessor(x, self._assert_labels(y, packed=False), sample_weight)
+
+        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _require_preprocessor(self):
+        if self.preprocessor is None:
+            raise ValueError(
+                f"This {type(self).__name__} has no preprocessor, so it takes packed inputs only "
+                f"(a dict with {list(INPUT_NAMES)}). For raw text, build it with "
+                f"preprocessor=kzoo.{self.preprocessor_class.__name__}(tokenizer, sequence_length) "
+                "or load it from a preset directory that holds a tokenizer."
+            )
+
+    # === Keras entry points ===
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, *, validation_split=0.0,
+            validation_data=None, shuffle=True, sample_weight=None, **kwargs):
+        """`keras.Model.fit`, also on raw text (see the module docstring);
+        `validation_split` works for raw text in memory too (the last fraction)."""
+        raw = x is not None and not isinstance(x, (tf.data.Dataset, dict))
+        if validation_split and raw and validation_data is None:
+            x_tensors, y_tensors = _structure_to_tensors(x), _structure_to_tensors(y)
+            cut = int(_length(x_tensors) * (1.0 - validation_split))
+            (x, x_val), (y, y_val) = _split(x_tensors, cut), _split(y_tensors, cut)
+            validation_data, validation_split = (x_val, y_val), 0.0
+        train = self._prepare(x, y, sample_weight, batch_size, shuffle)
+        if validation_data is not None:
+            validation = keras.utils.unpack_x_y_sample_weight(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
+            prepared = self._prepare(*validation, batch_size, shuffle=False)
+            validation_data = prepared["x"] if prepared["y"] is None else (prepared["x"], prepared["y"])
+        self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
+        shuffle = shuffle and not isinstance(train["x"], tf.data.Dataset)  # shuffled above
+        with keep_state_on_error(self):
+            return super().fit(
+                **train, epochs=epochs, validation_split=validation_split,
+                validation_data=validation_data, shuffle=shuffle, **kwargs,
+            )
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
+        prepared = self._prepare(x, y, sample_weight, batch_size, shuffle=False)
+        with keep_state_on_error(self):
+            return super().evaluate(**prepared, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """`keras.Model.predict`, also on raw text (see the module docstring)."""
+        prepared = self._prepare(x, None, None, batch_size, shuffle=False)
+        with keep_state_on_error(self):
+            return super().predict(prepared["x"], batch_size=prepared["batch_size"], **kwargs)
+
+    # === Compilation ===
+
+    def default_loss(self):
+        raise NotImplementedError
+
+    def default_metrics(self):
+        return None
+
+    def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
+        """Compiles with BERT's fine-tuning recipe unless told otherwise (sec. 3.2, A.3).
+
+        `optimizer=None` gives `kzoo.bert_finetuning_optimizer`: Adam with
+        decoupled weight decay, peak lr 5e-5, warmup over the first 10% of the
+        steps and linear decay to 0; the first `fit` fills in the number of
+        steps (epochs × batches per epoch; a constant 5e-5 if the data do not
+        tell it). `loss="auto"` and `metrics="auto"` are the task's own.
+        """
+        self._compile_arguments = {
+            "loss": self.default_loss() if loss == "auto" else loss,
+            "metrics": self.default_metrics() if metrics == "auto" else metrics,
+            **kwargs,
+        }
+        self._scheduled_optimizer_pending = optimizer is None
+        super().compile(optimizer=optimizer or bert_finetuning_optimizer(), **self._compile_arguments)
+
+    def _schedule_default_optimizer(self, train, epochs, steps_per_epoch):
+        """Replaces the default optimizer's constant rate by warmup + decay over the run."""
+        if not getattr(self, "_scheduled_optimizer_pending", False) or self.optimizer.built:
+            return
+        self._scheduled_optimizer_pending = False
+        if steps_per_epoch is None:
+            data = train["x"]
+            if isinstance(data, tf.data.Dataset):
+                cardinality = int(data.cardinality())
+                steps_per_epoch = cardinality if cardinality > 0 else None
+            elif isinstance(data, dict):
+                steps_per_epoch = math.ceil(len(data["token_ids"]) / (train["batch_size"] or DEFAULT_BATCH_SIZE))
+        if steps_per_epoch is None:
+            warnings.warn(
+                "The number of fine-tuning steps is unknown (a dataset of unknown length), so "
+                "the default optimizer keeps a constant learning rate of 5e-5 without warmup. "
+                "Pass steps_per_epoch, or compile with "
+                "optimizer=kzoo.bert_finetuning_optimizer(total_steps=...).",
+                UserWarning,
+                stacklevel=3,
+            )
+            return
+        optimizer = bert_finetuning_optimizer(total_steps=epochs * steps_per_epoch)
+        super().compile(optimizer=optimizer, **self._compile_arguments)
+
+    def compile_from_config(self, config):
+        # `.keras` loading: restore the optimizer with its schedule.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    # === Config and presets ===
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+            **{name: getattr(self, name) for name in self.head_arguments},
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for part in ("backbone", "preprocessor"):
+            if isinstance(config.get(part), dict):
+                config[part] = keras.saving.deserialize_keras_object(config[part])
+        return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset, /, **kwargs):
+        """The task from a preset directory or a built-in name (sec. 3.2).
+
+        A directory holding this task (saved by `save_to_preset`) gives it
+        back with its weights; one holding a backbone (e.g. from
+        `kzoo.BertPretrainer.save_to_preset`) gives its pre-trained backbone
+        with a freshly initialised head, and its tokenizer or preprocessor.
+        A built-in name gives random weights and a warning. `kwargs` are the
+        head's arguments (`num_classes`, ...), `dtype`, or backbone config
+        fields for a name.
+        """
+        saved = presets.saved_task_config(preset, cls)
+        changed = {k: v for k, v in kwargs.items() if k in cls.head_arguments and saved is not None and saved.get(k) != v}
+        if changed:
+            raise ValueError(
+                f"The {cls.__name__} saved in {preset!r} has "
+                + ", ".join(f"{k}={saved.get(k)!r}" for k in changed)
+                + f", not {', '.join(f'{k}={v!r}' for k, v in changed.items())}. Its trained head "
+                "cannot change shape. To fine-tune a new head on the same encoder, build "
+                f"kzoo.{cls.__name__}(backbone=kzoo.BertBackbone.from_preset(path), "
+                "preprocessor=kzoo.BertPreprocessor.from_preset(path), ...)."
+            )
+        return presets.from_preset_for(cls, preset, **kwargs)
+
+    def save_to_preset(self, preset_dir):
+        """Writes the task, its backbone and its preprocessor as a preset
+        directory (KerasHub's layout), for `from_preset` on any backend (sec. 3.2)."""
+        presets.save_task(self, preset_dir)
