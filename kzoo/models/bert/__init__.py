@@ -2,7 +2,12 @@
 
 from kzoo.models.bert.bert_backbone import BertBackbone
 from kzoo.models.bert.bert_classifier import BertClassifier
+from kzoo.models.bert.bert_feature_extractor import BertFeatureExtractor
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
+from kzoo.models.bert.bert_multiple_choice import (
+    BertMultipleChoice,
+    BertMultipleChoicePreprocessor,
+)
 from kzoo.models.bert.bert_optimizer import (
     BertAdamW,
     LinearWarmupLinearDecay,
@@ -12,19 +17,32 @@ from kzoo.models.bert.bert_optimizer import (
 )
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
+from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
+from kzoo.models.bert.bert_task import BertTask
+from kzoo.models.bert.bert_token_classifier_preprocessor import BertTokenClassifierPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.bert.bio_tags import entity_f1
+from kzoo.models.bert.squad import squad_metrics
 
 __all__ = [
     "BertAdamW",
     "BertBackbone",
     "BertClassifier",
+    "BertFeatureExtractor",
     "BertMaskedLM",
+    "BertMultipleChoice",
+    "BertMultipleChoicePreprocessor",
     "BertMaskedLMHead",
     "BertPreprocessor",
     "BertPretrainer",
+    "BertQuestionAnswererPreprocessor",
+    "BertTask",
+    "BertTokenClassifierPreprocessor",
     "BertTokenizer",
     "LinearWarmupLinearDecay",
     "bert_finetuning_optimizer",
     "bert_pretraining_optimizer",
+    "entity_f1",
     "pretraining_phases",
+    "squad_metrics",
 ]

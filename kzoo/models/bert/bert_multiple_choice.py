@@ -1,0 +1,154 @@
+"""Multiple choice with BERT: SWAG (BERT sec. 4.4)."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from kzoo.models.bert.bert_backbone import bert_initializer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_tokenizer import to_string_tensor
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertMultipleChoicePreprocessor(BertPreprocessor):
+    """Packs a context with each of its candidate continuations (BERT sec. 4.4).
+
+    "We construct four input sequences, each containing the concatenation of
+    the given sentence (sentence A) and a possible continuation (sentence B)."
+    Each pair is packed as `kzoo.BertPreprocessor` packs pairs
+    (`[CLS] A [SEP] B [SEP]`, longest-first truncation).
+
+    Args:
+        tokenizer: a `kzoo.BertTokenizer`.
+        sequence_length: the packed length of each pair.
+
+    Call arguments:
+        x: a tuple `(contexts, choices)`: `contexts` a batch of strings
+            `(batch,)`, `choices` strings `(batch, num_choices)`.
+        y, sample_weight: passed through (`y` is the index of the right choice).
+
+    Returns:
+        A dict of int32 tensors `(batch, num_choices, sequence_length)`, or
+        `(dict, y[, sample_weight])`.
+
+    Example:
+
+    >>> from kzoo import BertTokenizer
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "he", "ran", "sat", "away"]
+    >>> preprocessor = BertMultipleChoicePreprocessor(BertTokenizer(vocabulary), sequence_length=6)
+    >>> out = preprocessor((["he"], [["ran away", "sat"]]))
+    >>> out["token_ids"].numpy().tolist()
+    [[[2, 5, 3, 6, 8, 3], [2, 5, 3, 7, 3, 0]]]
+    """
+
+    def __call__(self, x, y=None, sample_weight=None):
+        if not isinstance(x, tuple) or len(x) != 2:
+            raise ValueError(
+                "BertMultipleChoicePreprocessor takes x = (contexts, choices): a batch of "
+                "contexts (batch,) and their candidate continuations (batch, num_choices); "
+                f"got {type(x).__name__}."
+            )
+        contexts, choices = to_string_tensor(x[0]), to_string_tensor(x[1])
+        if contexts.shape.rank != 1 or choices.shape.rank != 2:
+            raise ValueError(
+                "Multiple choice takes contexts of shape (batch,) and choices of shape "
+                f"(batch, num_choices); got {contexts.shape} and {choices.shape}."
+            )
+        num_choices = tf.shape(choices)[1]
+        firsts = tf.repeat(contexts, num_choices)  # (batch * num_choices,)
+        seconds = tf.reshape(choices, [-1])
+        packed = self._pack([self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)])
+        shape = [-1, num_choices, self.sequence_length]
+        packed = {key: tf.reshape(value, shape) for key, value in packed.items()}
+        return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
+
+
+class _FoldChoices(keras.layers.Layer):
+    """(batch, num_choices, seq) -> (batch * num_choices, seq)."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        return (None, input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertMultipleChoice(BertTask):
+    """BERT for multiple choice, SWAG style (BERT sec. 4.4).
+
+    Each (context, choice) pair is encoded separately; "the only
+    task-specific parameters introduced is a vector whose dot product with the
+    [CLS] token representation C denotes a score for each choice which is
+    normalized with a softmax layer" (sec. 4.4). C is the pooled `[CLS]`
+    output (as for `kzoo.BertClassifier`), with dropout 0.1 before the
+    vector. `compile()` uses the fine-tuning recipe (sec. 3.2, A.3; the paper
+    fine-tunes SWAG with lr 2e-5: pass
+    `optimizer=kzoo.bert_finetuning_optimizer(total_steps, learning_rate=2e-5)`),
+    sparse categorical cross-entropy over the choices and accuracy.
+
+    Args:
+        backbone: a `kzoo.BertBackbone`.
+        num_choices: the number of candidates per example (4 in SWAG).
+        preprocessor: optional `BertMultipleChoicePreprocessor` (a
+            `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is converted), so
+            `fit`/`predict` take `(contexts, choices)` raw strings.
+        dropout: dropout rate on C.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Call arguments:
+        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+            `(batch, num_choices, sequence_length)`.
+
+    Returns:
+        Logits `(batch, num_choices)`; labels are the index of the right choice.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import BertBackbone, BertTokenizer
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "he", "ran", "sat", "away"]
+    >>> backbone = BertBackbone(vocabulary_size=len(vocabulary), num_layers=1,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16)
+    >>> model = BertMultipleChoice(backbone, num_choices=2,
+    ...     preprocessor=BertMultipleChoicePreprocessor(BertTokenizer(vocabulary), 8))
+    >>> model.predict((["he"], [["ran away", "sat"]]), verbose=0).shape
+    (1, 2)
+    """
+
+    preprocessor_class = BertMultipleChoicePreprocessor
+    head_arguments = ("num_choices", "dropout")
+
+    def __init__(self, backbone, num_choices, preprocessor=None, dropout=0.1, **kwargs):
+        if isinstance(num_choices, bool) or not isinstance(num_choices, int) or num_choices < 2:
+            raise ValueError(f"num_choices must be an int >= 2 (4 for SWAG); got {num_choices!r}.")
+        # === Layers ===
+        fold = _FoldChoices(name="fold_choices")
+        head_dropout = keras.layers.Dropout(dropout, name="choice_dropout")
+        head = keras.layers.Dense(
+            1, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="choice_score"
+        )
+        # === Functional model ===
+        inputs = backbone_inputs(leading_shape=(num_choices,))
+        pooled = backbone({name: fold(tensor) for name, tensor in inputs.items()})["pooled_output"]
+        scores = ops.reshape(head(head_dropout(pooled)), (-1, num_choices))
+        outputs = keras.layers.Activation("linear", dtype="float32", name="float32_logits")(scores)
+        super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
+        self.num_choices = num_choices
+        self.dropout = dropout
+        self.fold_choices = fold
+        self.choice_dropout = head_dropout
+        self.choice_score = head
+
+    def label_bounds(self, packed):
+        return (0, self.num_choices)
+
+    def _label_meaning(self):
+        return f"the index of the right choice, num_choices={self.num_choices}"
+
+    def default_loss(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
