@@ -21,8 +21,9 @@ class BertClassifier(BertTask):
     `compile()` with no arguments follows the paper's fine-tuning recipe
     (sec. 3.2, A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, 10%
     warmup then linear decay, weight decay 0.01), sparse categorical
-    cross-entropy on the logits and accuracy (regression: mean squared error
-    and Pearson correlation).
+    cross-entropy on the logits and accuracy (regression: mean squared error,
+    and the mean absolute error as metric; compute STS-B's Pearson and
+    Spearman correlations on `predict`'s output over the whole set).
 
     Args:
         backbone: a `kzoo.BertBackbone`.
@@ -93,5 +94,5 @@ class BertClassifier(BertTask):
 
     def default_metrics(self):
         if self.num_classes == 1:
-            return [keras.metrics.PearsonCorrelation(name="pearson_correlation")]
+            return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -8,8 +8,10 @@ inputs.
 
 With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
-them): it is packed in `tf.data` (TensorFlow ops, outside the compiled model)
-and then fed to the model on whatever backend Keras runs. Already-packed
+them), packed by TensorFlow ops outside the compiled model: texts in memory
+eagerly, in vectorised chunks (with a progress bar for large sets), a dataset
+by `dataset.map` in `tf.data`. The packed inputs then feed the model on
+whatever backend Keras runs. Already-packed
 inputs, a dict with `token_ids` (and `segment_ids`, `padding_mask`), go
 straight to the model. Labels are checked before the first step: in-memory
 labels raise a `ValueError`, labels in a `tf.data.Dataset` fail its first
@@ -22,6 +24,7 @@ import warnings
 import keras
 import numpy as np
 import tensorflow as tf
+import tqdm
 
 from kzoo import presets
 from kzoo.jax_state_recovery import keep_state_on_error
@@ -32,6 +35,7 @@ from kzoo.models.bert.bert_tokenizer import BertTokenizer
 
 DEFAULT_BATCH_SIZE = 32  # sec. A.3: batch 16 or 32
 DEFAULT_SEQUENCE_LENGTH = 512
+PREPROCESSING_CHUNK = 4096  # texts packed per eager preprocessor call
 
 
 def backbone_inputs(leading_shape=()):
@@ -69,6 +73,15 @@ def _length(value):
     return int(first.shape[0]) if not isinstance(first, tf.RaggedTensor) else int(first.nrows())
 
 
+def _rows(value, start, stop):
+    """Rows `start:stop` of an array, a tuple of arrays or None."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(_rows(v, start, stop) for v in value)
+    return value[start:stop]
+
+
 def _split(value, cut):
     """`(value[:cut], value[cut:])` for an array, a tuple of arrays or None."""
     if value is None:
@@ -87,7 +100,10 @@ class BertTask(keras.Model):
     They set `preprocessor_class` (the preprocessor a plain
     `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is turned into),
     `head_arguments` (their constructor arguments, for `get_config`), and
-    override `default_loss`, `default_metrics` and `label_bounds`.
+    override `default_loss`, `default_metrics` and `label_bounds`. A task that
+    was not compiled compiles itself with the fine-tuning recipe (see
+    `compile`) at its first `fit` or `evaluate`, so `from_preset(...)` then
+    `fit(...)` works.
 
     The checks made here, before any training, for every task: the tokenizer's
     vocabulary has as many tokens as the backbone's embedding table, and the
@@ -110,7 +126,6 @@ class BertTask(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.backbone = backbone
         self.preprocessor = preprocessor
-        self._compile_arguments = None
 
     # === Preprocessor ===
 
@@ -237,12 +252,23 @@ class BertTask(keras.Model):
         self._require_preprocessor()
         x, y = _structure_to_tensors(x), _structure_to_tensors(y)
         self._check_labels(y, packed=False)
-        slices = keras.utils.pack_x_y_sample_weight(x, y, _structure_to_tensors(sample_weight))
-        dataset = tf.data.Dataset.from_tensor_slices(slices)
-        if shuffle:
-            dataset = dataset.shuffle(_length(x), reshuffle_each_iteration=True)
-        dataset = dataset.ragged_batch(batch_size or DEFAULT_BATCH_SIZE)
-        return {"x": self._preprocess_dataset(dataset), "y": None, "sample_weight": None, "batch_size": None}
+        x, y, sample_weight = self._preprocess_in_memory(x, y, _structure_to_tensors(sample_weight))
+        return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+
+    def _preprocess_in_memory(self, x, y, sample_weight):
+        """Raw text in memory, packed by the preprocessor in eager TensorFlow,
+        chunk by chunk (one vectorised call per chunk: much faster than
+        tracing a `tf.data` map for every `fit`/`predict` call)."""
+        length = _length(x)
+        starts = range(0, length, PREPROCESSING_CHUNK)
+        chunks = []
+        for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
+            part = [_rows(value, start, start + PREPROCESSING_CHUNK) for value in (x, y, sample_weight)]
+            packed = keras.utils.unpack_x_y_sample_weight(self.preprocessor(*part))
+            chunks.append(keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), packed))
+        if len(chunks) == 1:
+            return chunks[0]
+        return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
 
     def _preprocess_dataset(self, dataset):
         spec = dataset.element_spec
@@ -286,6 +312,8 @@ class BertTask(keras.Model):
             cut = int(_length(x_tensors) * (1.0 - validation_split))
             (x, x_val), (y, y_val) = _split(x_tensors, cut), _split(y_tensors, cut)
             validation_data, validation_split = (x_val, y_val), 0.0
+        if not self.compiled:
+            self.compile()
         train = self._prepare(x, y, sample_weight, batch_size, shuffle)
         if validation_data is not None:
             validation = keras.utils.unpack_x_y_sample_weight(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
@@ -301,6 +329,8 @@ class BertTask(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
+        if not self.compiled:
+            self.compile()
         prepared = self._prepare(x, y, sample_weight, batch_size, shuffle=False)
         with keep_state_on_error(self):
             return super().evaluate(**prepared, **kwargs)
@@ -314,7 +344,7 @@ class BertTask(keras.Model):
     # === Compilation ===
 
     def default_loss(self):
-        raise NotImplementedError
+        return None  # e.g. a feature extractor: no training objective
 
     def default_metrics(self):
         return None

@@ -1,0 +1,158 @@
+"""kzoo.BertClassifier (BERT sec. 4.1): raw text in, presets, the fine-tuning recipe, clear errors."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kzoo
+from tests.models.bert.task_fixtures import (
+    VOCABULARY,
+    assert_preset_round_trip,
+    good_counts,
+    pretrained_preset,
+    tiny_backbone,
+    topic_sentences,
+)
+
+
+def small_classifier(num_classes=3, sequence_length=16, **kwargs):
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length)
+    return kzoo.BertClassifier(tiny_backbone(), num_classes=num_classes, preprocessor=preprocessor, **kwargs)
+
+
+def test_from_pretrained_preset_learns_topics_and_round_trips(tmp_path):
+    """from_preset (backbone + tokenizer, fresh head) -> fit on raw strings ->
+    evaluate >= 95% on held-out sentences -> save_to_preset -> identical predictions."""
+    preset = pretrained_preset(tmp_path, hidden_dim=64)
+    keras.utils.set_random_seed(1)
+    model = kzoo.BertClassifier.from_preset(preset, num_classes=3)
+    assert isinstance(model.preprocessor, kzoo.BertPreprocessor)  # made from the saved tokenizer
+    x, y = topic_sentences(320, seed=0)
+    x_test, y_test = topic_sentences(200, seed=1)
+    epochs = 20
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=epochs * 10, learning_rate=1e-3))
+    model.fit(x, y, epochs=epochs, batch_size=32, verbose=0)
+    results = model.evaluate(x_test, y_test, verbose=0, return_dict=True)
+    assert results["accuracy"] >= 0.95, results
+    restored = assert_preset_round_trip(model, x_test[:16], tmp_path)
+    assert restored.evaluate(x_test, y_test, verbose=0, return_dict=True)["accuracy"] == results["accuracy"]
+
+
+def test_regression_with_one_class():
+    """num_classes=1 (STS-B style): mean squared error; held-out Pearson r >= 0.9."""
+    keras.utils.set_random_seed(0)
+    model = small_classifier(num_classes=1)
+    x, y = good_counts(320, seed=0)
+    x_test, y_test = good_counts(200, seed=1)
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=100, learning_rate=1e-3))
+    assert isinstance(model.loss, keras.losses.MeanSquaredError)
+    model.fit(x, y, epochs=10, batch_size=32, verbose=0)
+    predictions = model.predict(x_test, verbose=0)[:, 0]
+    assert np.corrcoef(predictions, y_test)[0, 1] >= 0.9
+
+
+def test_sentence_pairs_are_packed_with_segments():
+    model = small_classifier(sequence_length=12)
+    pairs = (["the song", "a goal"], ["was good", "the team"])
+    packed = model.preprocessor(pairs)
+    assert packed["segment_ids"].numpy().tolist()[0] == [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0]
+    np.testing.assert_allclose(model.predict(pairs, verbose=0), model.predict(packed, verbose=0), atol=1e-6)
+    model.compile()
+    history = model.fit(pairs, np.array([0, 1]), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_default_compile_is_the_fine_tuning_recipe():
+    """compile() -> AdamW lr 5e-5, 10% warmup and linear decay over epochs x steps (sec. A.3)."""
+    model = small_classifier()
+    model.compile()
+    assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
+    x, y = topic_sentences(70, seed=0)
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)  # 5 batches per epoch
+    schedule = model.optimizer._learning_rate
+    assert isinstance(model.optimizer, kzoo.BertAdamW)
+    assert schedule.get_config() == {
+        "peak_learning_rate": 5e-5, "warmup_steps": 1, "total_steps": 10, "end_learning_rate": 0.0
+    }
+    assert model.optimizer.weight_decay == 0.01
+
+
+def test_raw_text_dataset_and_validation_split():
+    model = small_classifier()
+    x, y = topic_sentences(48, seed=0)
+    history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=1, verbose=0)
+    assert len(history.history["loss"]) == 1  # compiled on first use with the recipe
+    history = model.fit(x, y, validation_split=0.25, epochs=1, verbose=0)
+    assert "val_accuracy" in history.history
+
+
+def test_config_and_keras_file_round_trip(tmp_path):
+    model = small_classifier(dropout=0.2)
+    revived = kzoo.BertClassifier.from_config(model.get_config())
+    assert revived.get_config() == model.get_config()
+    path = os.path.join(str(tmp_path), "classifier.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = ["the song was good", "a team"]
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
+
+
+@pytest.mark.parametrize("num_classes", [0, -1, 2.0, True, "2"])
+def test_bad_num_classes(num_classes):
+    with pytest.raises(ValueError, match="num_classes must be a positive int"):
+        kzoo.BertClassifier(tiny_backbone(), num_classes=num_classes)
+
+
+def test_labels_out_of_range_in_memory_fail_before_training():
+    model = small_classifier(num_classes=3)
+    model.compile()
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(ValueError, match=r"labels must be integers in \[0, 2\].*Got labels from 0 to 3"):
+        model.fit(["a song", "a goal"], np.array([0, 3]), verbose=0)
+    with pytest.raises(ValueError, match="integer class ids"):
+        model.fit(["a song", "a goal"], np.array([0.5, 1.0]), verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_labels_out_of_range_in_a_dataset_fail_at_the_first_batch_and_keep_the_model():
+    model = small_classifier(num_classes=3)
+    model.compile()
+    dataset = tf.data.Dataset.from_tensor_slices((["a song", "a goal"], [0, 3])).batch(2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels must be integers in \[0, 2\]"):
+        model.fit(dataset, verbose=0)
+    assert model.predict(["a song"], verbose=0).shape == (1, 3)  # still usable (JAX included)
+
+
+def test_preset_head_size_mismatch(tmp_path):
+    model = small_classifier(num_classes=3)
+    path = os.path.join(str(tmp_path), "clf")
+    model.save_to_preset(path)
+    with pytest.raises(ValueError, match="has num_classes=3, not num_classes=5"):
+        kzoo.BertClassifier.from_preset(path, num_classes=5)
+
+
+def test_vocabulary_that_does_not_match_the_weights(tmp_path):
+    preset = pretrained_preset(tmp_path)
+    with open(os.path.join(preset, "assets", "tokenizer", "vocabulary.txt"), "a") as f:
+        f.write("extra\n")
+    with pytest.raises(ValueError, match="vocabulary has 38 tokens but the backbone.s embedding table has 37"):
+        kzoo.BertClassifier.from_preset(preset, num_classes=2)
+
+
+def test_preprocessor_longer_than_the_position_table():
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=64)
+    with pytest.raises(ValueError, match="packs 64 tokens but the backbone's position table has 32"):
+        kzoo.BertClassifier(tiny_backbone(), num_classes=2, preprocessor=preprocessor)
+
+
+def test_raw_text_without_a_preprocessor_and_bad_packed_ids():
+    model = kzoo.BertClassifier(tiny_backbone(), num_classes=2)
+    with pytest.raises(ValueError, match="has no preprocessor"):
+        model.predict(["a song"], verbose=0)
+    with pytest.raises(ValueError, match=r"token_ids must lie in \[0, 36\]"):
+        model.predict({"token_ids": np.array([[2, 37, 3]])}, verbose=0)
+    outputs = model.predict({"token_ids": np.array([[2, 30, 3]])}, verbose=0)  # defaults filled in
+    assert outputs.shape == (1, 2)
