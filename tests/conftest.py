@@ -16,3 +16,23 @@ def _seed_and_policy():
     policy = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(policy)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "backend_independent: pure TensorFlow / NumPy data code (tokenizers, tf.data pipelines, "
+        "metrics) that no Keras backend touches; run under KERAS_BACKEND=tensorflow only.",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselects backend-independent tests on jax and torch (they would only
+    repeat the TensorFlow run); every model and layer test runs on all three."""
+    if keras.backend.backend() == "tensorflow":
+        return
+    kept = [item for item in items if item.get_closest_marker("backend_independent") is None]
+    deselected = [item for item in items if item.get_closest_marker("backend_independent") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

@@ -6,6 +6,8 @@ import tensorflow as tf
 
 from kzoo.data import read_documents, read_text_files
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 
 def write(path, text):
     path.write_text(text, encoding="utf-8")

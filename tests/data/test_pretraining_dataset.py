@@ -17,6 +17,8 @@ from kzoo.data import (
 )
 from tests.data.pretraining_corpus import RESERVED_TOKENS, SPECIAL_TOKENS, VOCABULARY, make_documents
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 SEQUENCE_LENGTH = 128
 MAX_PREDICTIONS = 20
 SPECIAL_IDS = [VOCABULARY.index(t) for t in SPECIAL_TOKENS + RESERVED_TOKENS]

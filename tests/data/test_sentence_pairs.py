@@ -11,6 +11,8 @@ import pytest
 from kzoo.data import TokenizedCorpus, sentence_pairs
 from kzoo.data.sentence_pairs import IS_NEXT, NOT_NEXT, longest_first_trim
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 SEQUENCE_LENGTH = 128
 
 

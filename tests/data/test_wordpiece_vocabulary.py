@@ -8,6 +8,8 @@ import tensorflow as tf
 import kzoo
 from tests.models.bert.synthetic_corpus import make_corpus
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 
 @pytest.fixture(scope="module")
 def corpus():

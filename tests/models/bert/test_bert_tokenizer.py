@@ -10,6 +10,8 @@ import tensorflow as tf
 import kzoo
 from tests.models.bert.synthetic_corpus import make_corpus
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SMALL = SPECIALS + ["the", "cafe", "café", "Café", "is", "open", "un", "##believ", "##able", "!",
                     "字", "中", "hello", "world", "##s", ",", "."]

@@ -19,6 +19,8 @@ from kzoo.models.bert.squad import (
     squad_metrics,
 )
 
+pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["what", "is", "the", "sky", "blue", "a", "b", "c", "d", "e", "f", "g", "h", "cafe", "uber"]
 VOCABULARY = SPECIAL + WORDS  # what=5 is=6 the=7 sky=8 blue=9 a=10 ... h=17 cafe=18 uber=19
