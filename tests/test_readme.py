@@ -4,6 +4,8 @@ import re
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
@@ -22,3 +24,8 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
         "loss", "mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"
     ]
     assert (tmp_path / "my_bert" / "task.weights.h5").exists()
+    assert namespace["logits"].shape == (1, 2)
+    np.testing.assert_allclose(
+        namespace["restored"].predict(["The cat sat."], verbose=0), namespace["classifier"].predict(["The cat sat."], verbose=0), atol=1e-6
+    )
+    assert namespace["model"].preprocessor.sequence_length == 64

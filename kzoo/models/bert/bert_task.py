@@ -426,8 +426,8 @@ class BertTask(keras.Model):
         `kzoo.BertPretrainer.save_to_preset`) gives its pre-trained backbone
         with a freshly initialised head, and its tokenizer or preprocessor.
         A built-in name gives random weights and a warning. `kwargs` are the
-        head's arguments (`num_classes`, ...), `dtype`, or backbone config
-        fields for a name.
+        head's arguments (`num_classes`, ...), `dtype`, backbone config
+        fields for a name, or `sequence_length` for the preprocessor.
         """
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in cls.head_arguments and saved is not None and saved.get(k) != v}
@@ -440,7 +440,22 @@ class BertTask(keras.Model):
                 f"kzoo.{cls.__name__}(backbone=kzoo.BertBackbone.from_preset(path), "
                 "preprocessor=kzoo.BertPreprocessor.from_preset(path), ...)."
             )
-        return presets.from_preset_for(cls, preset, **kwargs)
+        sequence_length = kwargs.pop("sequence_length", None)
+        task = presets.from_preset_for(cls, preset, **kwargs)
+        if sequence_length is not None:
+            task.set_sequence_length(sequence_length)
+        return task
+
+    def set_sequence_length(self, sequence_length):
+        """Packs text to `sequence_length` tokens from now on (128 or 512 in the
+        paper's fine-tuning, sec. A.3), within the backbone's position table."""
+        self._require_preprocessor()
+        if not 3 <= sequence_length <= self.backbone.max_sequence_length:
+            raise ValueError(
+                f"sequence_length={sequence_length} must lie in [3, "
+                f"{self.backbone.max_sequence_length}] (the backbone's position table)."
+            )
+        self.preprocessor.sequence_length = int(sequence_length)
 
     def save_to_preset(self, preset_dir):
         """Writes the task, its backbone and its preprocessor as a preset
