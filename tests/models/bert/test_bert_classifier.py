@@ -32,8 +32,8 @@ def test_from_pretrained_preset_learns_topics_and_round_trips(tmp_path):
     assert isinstance(model.preprocessor, kzoo.BertPreprocessor)  # made from the saved tokenizer
     x, y = topic_sentences(320, seed=0)
     x_test, y_test = topic_sentences(200, seed=1)
-    epochs = 20
-    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=epochs * 10, learning_rate=1e-3))
+    epochs = 10  # 100 steps; reached 100% on 5 of 5 seeds (JAX) at this learning rate
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=epochs * 10, learning_rate=2e-3))
     model.fit(x, y, epochs=epochs, batch_size=32, verbose=0)
     results = model.evaluate(x_test, y_test, verbose=0, return_dict=True)
     assert results["accuracy"] >= 0.95, results
@@ -47,9 +47,9 @@ def test_regression_with_one_class():
     model = small_classifier(num_classes=1)
     x, y = good_counts(320, seed=0)
     x_test, y_test = good_counts(200, seed=1)
-    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=100, learning_rate=1e-3))
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=60, learning_rate=2e-3))
     assert isinstance(model.loss, keras.losses.MeanSquaredError)
-    model.fit(x, y, epochs=10, batch_size=32, verbose=0)
+    model.fit(x, y, epochs=6, batch_size=32, verbose=0)
     predictions = model.predict(x_test, verbose=0)[:, 0]
     assert np.corrcoef(predictions, y_test)[0, 1] >= 0.9
 
