@@ -33,6 +33,7 @@ from kzoo import presets
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, BertBackbone, bert_initializer
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
+from kzoo.models.bert.model_parts import ModelWithParts
 
 MASK_POSITIONS = "mask_positions"
 MLM_LABELS = ("mask_ids", "mask_weights")
@@ -46,10 +47,11 @@ def _keys(structure):
     return sorted(structure) if isinstance(structure, dict) else None
 
 
-class _BertPretrainingModel(keras.Model):
+class _BertPretrainingModel(ModelWithParts, keras.Model):
     """Shared by `BertPretrainer` (with NSP) and `BertMaskedLM` (without)."""
 
     with_next_sentence_prediction = False
+    config_parts = ("backbone", "tokenizer")
 
     def __init__(self, backbone, tokenizer=None, **kwargs):
         # === Layers ===
@@ -261,30 +263,7 @@ class _BertPretrainingModel(keras.Model):
             optimizer = bert_pretraining_optimizer()
         super().compile(optimizer=optimizer, **kwargs)
 
-    def compile_from_config(self, config):
-        # `.keras` loading: restore the optimizer (BertAdamW and its schedule).
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    # --- Config ------------------------------------------------------------------
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for part in ("backbone", "tokenizer"):
-            if isinstance(config.get(part), dict):
-                config[part] = keras.saving.deserialize_keras_object(config[part])
-        return cls(**config)
+    # --- Presets -----------------------------------------------------------------
 
     @classmethod
     def from_preset(cls, preset, /, **overrides):

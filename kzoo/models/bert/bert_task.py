@@ -32,6 +32,7 @@ from kzoo.models.bert.bert_backbone import INPUT_NAMES
 from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.bert.model_parts import ModelWithParts
 
 DEFAULT_BATCH_SIZE = 32  # sec. A.3: batch 16 or 32
 DEFAULT_SEQUENCE_LENGTH = 512
@@ -92,7 +93,7 @@ def _split(value, cut):
     return value[:cut], value[cut:]
 
 
-class BertTask(keras.Model):
+class BertTask(ModelWithParts, keras.Model):
     """Base class of kzoo's BERT fine-tuning models (BERT sec. 3.2, Figure 4).
 
     Subclasses build their head on `backbone_inputs()`, then call
@@ -120,6 +121,11 @@ class BertTask(keras.Model):
 
     preprocessor_class = BertPreprocessor
     head_arguments = ()
+    config_parts = ("backbone", "preprocessor")
+
+    @property
+    def config_fields(self):
+        return self.head_arguments
 
     def __init__(self, inputs, outputs, backbone, preprocessor=None, **kwargs):
         preprocessor = self.adapt_preprocessor(preprocessor, backbone)
@@ -391,31 +397,7 @@ class BertTask(keras.Model):
         optimizer = bert_finetuning_optimizer(total_steps=epochs * steps_per_epoch)
         super().compile(optimizer=optimizer, **self._compile_arguments)
 
-    def compile_from_config(self, config):
-        # `.keras` loading: restore the optimizer with its schedule.
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    # === Config and presets ===
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
-            **{name: getattr(self, name) for name in self.head_arguments},
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for part in ("backbone", "preprocessor"):
-            if isinstance(config.get(part), dict):
-                config[part] = keras.saving.deserialize_keras_object(config[part])
-        return cls(**config)
+    # === Presets ===
 
     @classmethod
     def from_preset(cls, preset, /, **kwargs):
