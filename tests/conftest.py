@@ -5,6 +5,15 @@ import numpy as np
 import pytest
 
 
+if keras.backend.backend() == "torch":
+    import torch
+
+    # One intra-op thread: with two, torch's threads and tf.data's (text
+    # preprocessing in the same process) contend and small training steps
+    # run ~50x slower on a 2-core machine.
+    torch.set_num_threads(1)
+
+
 def pytest_report_header(config):
     return f"keras {keras.__version__}, backend: {keras.backend.backend()}"
 

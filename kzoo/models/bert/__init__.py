@@ -19,6 +19,7 @@ from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
 from kzoo.models.bert.bert_task import BertTask
+from kzoo.models.bert.bert_token_classifier import BertTokenClassifier
 from kzoo.models.bert.bert_token_classifier_preprocessor import BertTokenClassifierPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
 from kzoo.models.bert.bio_tags import entity_f1
@@ -37,6 +38,7 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswererPreprocessor",
     "BertTask",
+    "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",
     "LinearWarmupLinearDecay",
