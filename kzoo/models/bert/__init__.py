@@ -4,10 +4,8 @@ from kzoo.models.bert.bert_backbone import BertBackbone
 from kzoo.models.bert.bert_classifier import BertClassifier
 from kzoo.models.bert.bert_feature_extractor import BertFeatureExtractor
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
-from kzoo.models.bert.bert_multiple_choice import (
-    BertMultipleChoice,
-    BertMultipleChoicePreprocessor,
-)
+from kzoo.models.bert.bert_multiple_choice import BertMultipleChoice
+from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
 from kzoo.models.bert.bert_optimizer import (
     BertAdamW,
     LinearWarmupLinearDecay,
@@ -17,6 +15,7 @@ from kzoo.models.bert.bert_optimizer import (
 )
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
+from kzoo.models.bert.bert_question_answerer import BertQuestionAnswerer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
 from kzoo.models.bert.bert_task import BertTask
 from kzoo.models.bert.bert_token_classifier import BertTokenClassifier
@@ -36,6 +35,7 @@ __all__ = [
     "BertMaskedLMHead",
     "BertPreprocessor",
     "BertPretrainer",
+    "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
     "BertTask",
     "BertTokenClassifier",

@@ -1,67 +1,11 @@
 """Multiple choice with BERT: SWAG (BERT sec. 4.4)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from kzoo.models.bert.bert_backbone import bert_initializer
-from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
 from kzoo.models.bert.bert_task import BertTask, backbone_inputs
-from kzoo.models.bert.bert_tokenizer import to_string_tensor
-
-
-@keras.saving.register_keras_serializable(package="kzoo")
-class BertMultipleChoicePreprocessor(BertPreprocessor):
-    """Packs a context with each of its candidate continuations (BERT sec. 4.4).
-
-    "We construct four input sequences, each containing the concatenation of
-    the given sentence (sentence A) and a possible continuation (sentence B)."
-    Each pair is packed as `kzoo.BertPreprocessor` packs pairs
-    (`[CLS] A [SEP] B [SEP]`, longest-first truncation).
-
-    Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the packed length of each pair.
-
-    Call arguments:
-        x: a tuple `(contexts, choices)`: `contexts` a batch of strings
-            `(batch,)`, `choices` strings `(batch, num_choices)`.
-        y, sample_weight: passed through (`y` is the index of the right choice).
-
-    Returns:
-        A dict of int32 tensors `(batch, num_choices, sequence_length)`, or
-        `(dict, y[, sample_weight])`.
-
-    Example:
-
-    >>> from kzoo import BertTokenizer
-    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "he", "ran", "sat", "away"]
-    >>> preprocessor = BertMultipleChoicePreprocessor(BertTokenizer(vocabulary), sequence_length=6)
-    >>> out = preprocessor((["he"], [["ran away", "sat"]]))
-    >>> out["token_ids"].numpy().tolist()
-    [[[2, 5, 3, 6, 8, 3], [2, 5, 3, 7, 3, 0]]]
-    """
-
-    def __call__(self, x, y=None, sample_weight=None):
-        if not isinstance(x, tuple) or len(x) != 2:
-            raise ValueError(
-                "BertMultipleChoicePreprocessor takes x = (contexts, choices): a batch of "
-                "contexts (batch,) and their candidate continuations (batch, num_choices); "
-                f"got {type(x).__name__}."
-            )
-        contexts, choices = to_string_tensor(x[0]), to_string_tensor(x[1])
-        if contexts.shape.rank != 1 or choices.shape.rank != 2:
-            raise ValueError(
-                "Multiple choice takes contexts of shape (batch,) and choices of shape "
-                f"(batch, num_choices); got {contexts.shape} and {choices.shape}."
-            )
-        num_choices = tf.shape(choices)[1]
-        firsts = tf.repeat(contexts, num_choices)  # (batch * num_choices,)
-        seconds = tf.reshape(choices, [-1])
-        packed = self._pack([self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)])
-        shape = [-1, num_choices, self.sequence_length]
-        packed = {key: tf.reshape(value, shape) for key, value in packed.items()}
-        return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
 
 
 class _FoldChoices(keras.layers.Layer):
