@@ -19,6 +19,7 @@ batch with the same message.
 """
 
 import math
+import types
 import warnings
 
 import keras
@@ -364,11 +365,12 @@ class BertTask(ModelWithParts, keras.Model):
         steps (epochs × batches per epoch; a constant 5e-5 if the data do not
         tell it). `loss="auto"` and `metrics="auto"` are the task's own.
         """
-        self._compile_arguments = {
+        # A read-only mapping: Keras would track a dict and count its metrics twice.
+        self._compile_arguments = types.MappingProxyType({
             "loss": self.default_loss() if loss == "auto" else loss,
             "metrics": self.default_metrics() if metrics == "auto" else metrics,
             **kwargs,
-        }
+        })
         self._scheduled_optimizer_pending = optimizer is None
         super().compile(optimizer=optimizer or bert_finetuning_optimizer(), **self._compile_arguments)
 
