@@ -1,0 +1,180 @@
+"""Fine-tune the pre-trained BERT to tell the area of Python's library a sentence documents (BERT sec. 3.2, 4.1).
+
+    KERAS_BACKEND=jax python examples/bert_pretraining.py   # first: writes pretrained/bert_python_docs
+    KERAS_BACKEND=jax python examples/bert_finetuning.py
+
+1. Builds a labelled task from real text that every Python installation has
+   offline (offline_corpora.py): sentences of the standard library's
+   docstrings, labelled with the area of the library their module belongs to
+   (seven areas after the chapters of the Library Reference: text processing,
+   files and directories, data formats and compression, numbers and math,
+   concurrency, internet, debugging and testing). The sentences are shuffled
+   with a fixed seed and cut 80/20 into training and test sentences, then
+   capped at 500 training and 100 test sentences per area (about 3,300 and
+   700; the smallest area has about 410 training sentences).
+2. Loads `kzoo.BertClassifier.from_preset("pretrained/bert_python_docs",
+   num_classes=7)`: the pre-trained backbone and its tokenizer, with a freshly
+   initialised classification layer W on the pooled [CLS] output (sec. 4.1).
+3. Fine-tunes all parameters end to end on the raw strings (the preprocessor
+   packs them in tf.data), with the paper's recipe (sec. 3.2, A.3: Adam with
+   decoupled weight decay, 10% warm-up then linear decay, batch 32, 3
+   epochs) but a peak learning rate of 1e-3: rates of 1e-4 and below (the
+   paper's are 2e-5 to 5e-5, for BERT BASE's 110M parameters) barely move
+   this 1.2M-parameter model in its 280 steps; 2e-3 is already worse and
+   3e-3 does not train.
+4. Reports held-out accuracy next to the majority-class baseline and next to
+   the same classifier fine-tuned the same way from a randomly initialised
+   backbone of the same size: what pre-training brings.
+5. Saves the fine-tuned model as a preset directory, reloads it with
+   `kzoo.BertClassifier.from_preset` and shows its predictions (label names
+   and probabilities) for sentences written for this example.
+
+Pre-training saw the documentation's text (not the labels), as BERT saw
+Wikipedia before being fine-tuned on SQuAD. Runs in about 2 minutes on 2 CPU
+cores; with bert_pretraining.py, under 10 minutes.
+"""
+
+import argparse
+import collections
+import os
+import random
+import sys
+import time
+
+import keras
+import numpy as np
+
+import kzoo
+from offline_corpora import library_area_sentences
+
+UNSEEN_SENTENCES = [
+    "Return the square root of the sum of the squares of the arguments.",
+    "Wait until every worker has finished before the pool is closed.",
+    "Send the message to the mail server and close the connection.",
+    "Copy the whole directory tree, keeping the permissions of each file.",
+    "Write the rows to the archive and compress them.",
+    "Stop at the breakpoint and print the stack of the current frame.",
+    "Replace each match of the pattern in the string by the replacement.",
+]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pretrained", default="pretrained/bert_python_docs",
+                        help="preset directory written by bert_pretraining.py")
+    parser.add_argument("--output", default="finetuned/bert_python_docs_areas", help="preset directory to write")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--sequence-length", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak learning rate")
+    parser.add_argument("--train-per-area", type=int, default=500)
+    parser.add_argument("--test-per-area", type=int, default=100)
+    parser.add_argument("--no-scratch", action="store_true",
+                        help="skip the comparison with a randomly initialised backbone")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def split_by_sentence(examples, test_fraction, seed):
+    """(train, test) lists of (sentence, area) pairs: a seeded shuffle, then a cut."""
+    pairs = [(sentence, area) for sentence, area, _ in examples]
+    random.Random(seed).shuffle(pairs)
+    cut = int(len(pairs) * (1 - test_fraction))
+    return pairs[:cut], pairs[cut:]
+
+
+def balance(pairs, per_area, rng):
+    """At most `per_area` pairs of each area, shuffled."""
+    by_area = collections.defaultdict(list)
+    for pair in pairs:
+        by_area[pair[1]].append(pair)
+    kept = [p for area in sorted(by_area) for p in rng.sample(by_area[area], min(per_area, len(by_area[area])))]
+    rng.shuffle(kept)
+    return kept
+
+
+def require_pretrained(path):
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        sys.exit(
+            f"No pre-trained model in {path!r}. Run the pre-training example first:\n"
+            f"    KERAS_BACKEND={keras.backend.backend()} python examples/bert_pretraining.py\n"
+            "(or pass --pretrained PATH to a preset directory it wrote)."
+        )
+
+
+def load_pretrained(args, num_classes):
+    """The pre-trained backbone and tokenizer, a fresh K-way head (sec. 4.1)."""
+    tokenizer = kzoo.BertTokenizer.from_preset(args.pretrained)
+    return kzoo.BertClassifier.from_preset(
+        args.pretrained,
+        num_classes=num_classes,
+        preprocessor=kzoo.BertPreprocessor(tokenizer, sequence_length=args.sequence_length),
+    )
+
+
+def fine_tune(model, texts, labels, args):
+    """The paper's fine-tuning recipe (sec. 3.2, A.3) at peak rate `args.learning_rate`; returns seconds."""
+    validation_split = 0.1
+    steps = args.epochs * -(-int(len(texts) * (1 - validation_split)) // args.batch_size)
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=steps, learning_rate=args.learning_rate))
+    start = time.perf_counter()
+    model.fit(texts, labels, validation_split=validation_split, epochs=args.epochs, batch_size=args.batch_size)
+    return time.perf_counter() - start
+
+
+def accuracy(model, texts, labels, batch_size):
+    return float(np.mean(np.argmax(model.predict(texts, batch_size=batch_size, verbose=0), -1) == labels))
+
+
+def main():
+    args = parse_args()
+    require_pretrained(args.pretrained)
+    start = time.perf_counter()
+    keras.utils.set_random_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    train, test = split_by_sentence(library_area_sentences(), test_fraction=0.2, seed=args.seed)
+    train, test = balance(train, args.train_per_area, rng), balance(test, args.test_per_area, rng)
+    areas = sorted({area for _, area in train})
+    train_texts, train_labels = [s for s, _ in train], np.array([areas.index(a) for _, a in train])
+    test_texts, test_labels = [s for s, _ in test], np.array([areas.index(a) for _, a in test])
+    print(f"task: {len(areas)} areas of the standard library; {len(train)} training sentences "
+          f"(10% of them for validation), {len(test)} held-out test sentences")
+
+    model = load_pretrained(args, len(areas))
+    print(f"model: {args.pretrained} + a {len(areas)}-way classification layer, "
+          f"{model.count_params():,} parameters, sequence length {args.sequence_length}")
+    seconds = fine_tune(model, train_texts, train_labels, args)
+    pretrained_accuracy = accuracy(model, test_texts, test_labels, args.batch_size)
+    print(f"fine-tuned in {seconds:.0f} s")
+
+    scratch_accuracy = None
+    if not args.no_scratch:
+        print("\nthe same classifier from a randomly initialised backbone (no pre-training):")
+        scratch = kzoo.BertClassifier(
+            backbone=kzoo.BertBackbone.from_config(model.backbone.get_config()),
+            preprocessor=model.preprocessor,
+            num_classes=len(areas),
+        )
+        fine_tune(scratch, train_texts, train_labels, args)
+        scratch_accuracy = accuracy(scratch, test_texts, test_labels, args.batch_size)
+
+    majority = collections.Counter(train_labels.tolist()).most_common(1)[0][0]
+    print(f"\nheld-out sentences ({len(test)}):")
+    print(f"  accuracy {pretrained_accuracy:.3f}  (majority class: {np.mean(test_labels == majority):.3f}"
+          + (f", no pre-training: {scratch_accuracy:.3f})" if scratch_accuracy is not None else ")"))
+
+    model.save_to_preset(args.output)
+    reloaded = kzoo.BertClassifier.from_preset(args.output)
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(reloaded.predict(UNSEEN_SENTENCES, verbose=0)))
+    before = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(UNSEEN_SENTENCES, verbose=0)))
+    assert np.allclose(probabilities, before, atol=1e-5), "the reloaded model predicts differently"
+    print(f"\nsaved to the preset directory {args.output}/; reloaded, it predicts:")
+    for sentence, p in zip(UNSEEN_SENTENCES, probabilities):
+        best = np.argsort(p)[::-1][:2]
+        print(f"  {sentence}\n      -> " + ", ".join(f"{areas[i]} {p[i]:.2f}" for i in best))
+    print(f"(total {time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
