@@ -18,10 +18,10 @@
 3. Fine-tunes all parameters end to end on the raw strings (the preprocessor
    packs them in tf.data), with the paper's recipe (sec. 3.2, A.3: Adam with
    decoupled weight decay, 10% warm-up then linear decay, batch 32, 3
-   epochs) but a peak learning rate of 1e-3: rates of 1e-4 and below (the
-   paper's are 2e-5 to 5e-5, for BERT BASE's 110M parameters) barely move
-   this 1.2M-parameter model in its 280 steps; 2e-3 is already worse and
-   3e-3 does not train.
+   epochs) but a peak learning rate of 1e-3: the paper's 2e-5 to 5e-5 suit
+   BERT BASE's 110M parameters, while this 1.2M-parameter model, in its 280
+   steps, stays near chance at 1e-4 and does best at 1e-3 (5e-4: 0.52,
+   1e-3: 0.63, 2e-3: 0.56 held-out accuracy; 3e-3 does not train).
 4. Reports held-out accuracy next to the majority-class baseline and next to
    the same classifier fine-tuned the same way from a randomly initialised
    backbone of the same size: what pre-training brings.
