@@ -61,7 +61,7 @@ def _word_labels(y):
         try:
             labels = tf.ragged.constant(labels)
         except (TypeError, ValueError):
-            pass
+            labels = None  # not label ids: reported just below
     if isinstance(labels, tf.Tensor) and labels.shape.rank == 2:
         labels = tf.RaggedTensor.from_tensor(labels)
     if not (isinstance(labels, tf.RaggedTensor) and labels.shape.rank == 2 and labels.dtype.is_integer):
