@@ -29,7 +29,7 @@ def combine_hidden_states(hidden_states, strategy):
 
     >>> import numpy as np
     >>> states = [np.full((1, 2, 3), float(i), "float32") for i in range(13)]
-    >>> combine_hidden_states(states, "concat_last_four").shape
+    >>> tuple(combine_hidden_states(states, "concat_last_four").shape)
     (1, 2, 12)
     >>> float(combine_hidden_states(states, "sum_all")[0, 0, 0])  # layers 1..12
     78.0
