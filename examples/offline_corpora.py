@@ -6,14 +6,24 @@ itself: the reference-manual topics behind `help("TOPIC")`
 classes and functions. Each topic and each module is one document, its
 paragraphs split into sentences: a document-level corpus for BERT's next
 sentence prediction (BERT sec. 3.1).
+
+`message_catalog_pairs()` collects English→German (or another language's)
+message pairs from the gettext catalogues (.mo files) that Debian installs
+with its programs' translations: a small parallel corpus for the
+Transformer's translation task (Vaswani et al., 2017, sec. 5.1), and
+`split_by_source_hash()` a stable held-out split of it.
 """
 
+import codecs
 import importlib
 import inspect
+import os
 import pkgutil
 import re
+import struct
 import sys
 import warnings
+import zlib
 
 # Modules with side effects on import (windows, browsers, prints) or that are deprecated noise.
 SKIPPED_MODULES = {
@@ -179,9 +189,127 @@ def library_area_sentences(areas=None):
     ]
 
 
+# === Parallel text: the gettext message catalogues of installed programs ===
+
+MO_MAGIC = 0x950412DE
+# printf / Python format placeholders ("%s", "%1$-10lu", "{}", "{name}").
+PLACEHOLDER = re.compile(
+    r"%(\d+\$)?[-+ #0']*(\d+|\*)?(\.(\d+|\*))?(hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspm%]"
+    r"|\{[^{}\s]*\}"
+)
+# Keyboard accelerator markers at the start of a word: GTK's "_Open", Qt's "&Open".
+ACCELERATOR = re.compile(r"(?<!\w)[_&](?=\w)")
+WORD = re.compile(r"[^\W\d_]{2,}")  # two or more letters
+
+
+def read_mo_file(path):
+    """The messages of a compiled gettext catalogue, `{msgid: msgstr}`.
+
+    The .mo format (GNU gettext manual, "The Format of GNU MO Files"): a magic
+    number that gives the byte order, a revision, the number of strings N and
+    the offsets of two tables of N `(length, offset)` pairs, the original
+    strings and their translations. Keys keep gettext's encoding of contexts
+    (`"context\\x04msgid"`) and plurals (`"singular\\x00plural"`, translated
+    `"form0\\x00form1..."`); the header is the translation of `""`. Strings are
+    decoded with the charset the header declares (the standard library's
+    `gettext.GNUTranslations` decodes the header as UTF-8 before it reads that
+    charset, and fails on ISO-8859-1 catalogues whose header has a non-ASCII
+    translator's name, such as net-tools').
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    order = next((o for o in "<>" if data[:4] == struct.pack(o + "I", MO_MAGIC)), None)
+    if order is None or len(data) < 20:
+        raise ValueError(f"{path} is not a gettext .mo file (it does not start with 0x950412de).")
+    revision, count, originals, translations = struct.unpack(order + "4I", data[4:20])
+    if revision >> 16 > 1 or max(originals, translations) + 8 * count > len(data):
+        raise ValueError(f"{path}: unsupported .mo revision {revision >> 16} or truncated file.")
+
+    def strings(table):
+        pairs = struct.iter_unpack(order + "2I", data[table : table + 8 * count])
+        return [data[offset : offset + length] for length, offset in pairs]
+
+    raw = dict(zip(strings(originals), strings(translations)))
+    header = raw.get(b"", b"").decode("ascii", "replace")
+    charset = re.search(r"charset=([\w.:-]+)", header)
+    charset = charset.group(1) if charset else "utf-8"
+    try:
+        codecs.lookup(charset)
+        return {key.decode(charset): value.decode(charset) for key, value in raw.items()}
+    except (LookupError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot decode with its declared charset {charset!r}: {error}") from error
+
+
+def _clean_message(text):
+    """One message as a sentence-like line: the singular of a plural, no
+    context, no accelerator markers, white space normalised."""
+    text = text.split("\x04")[-1].split("\x00")[0]
+    return " ".join(ACCELERATOR.sub("", text).split())
+
+
+def message_catalog_pairs(language="de", locale_dir="/usr/share/locale", max_words=30):
+    """English→`language` message pairs from the installed gettext catalogues
+    (`<locale_dir>/<language>/LC_MESSAGES/*.mo`), read at run time.
+
+    Each catalogue translates its program's English messages; the pairs are
+    cleaned into sentence-like training pairs: the header entry dropped,
+    plural forms reduced to the singular, contexts and accelerator markers
+    (`_`, `&`) removed, white space normalised; pairs dropped when either side
+    has no word of two or more letters outside format placeholders (`%s`,
+    `{}`), or more than `max_words` words, or when the translation equals the
+    source; then deduplicated by source (the first catalogue in name order wins).
+
+    Returns:
+        `(sources, targets)`: two lists of strings, English and `language`.
+    """
+    directory = os.path.join(locale_dir, language, "LC_MESSAGES")
+    if not os.path.isdir(directory):
+        raise ValueError(f"No gettext catalogues for {language!r}: {directory} does not exist.")
+    pairs = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".mo"):
+            continue
+        try:
+            messages = read_mo_file(os.path.join(directory, name))
+        except ValueError as error:
+            warnings.warn(f"Skipping a catalogue: {error}")
+            continue
+        for msgid, msgstr in messages.items():
+            source, target = _clean_message(msgid), _clean_message(msgstr)
+            if not source or source == target or source in pairs:
+                continue
+            if max(len(source.split()), len(target.split())) > max_words:
+                continue
+            if all(WORD.search(PLACEHOLDER.sub(" ", text)) for text in (source, target)):
+                pairs[source] = target
+    return list(pairs), list(pairs.values())
+
+
+def split_by_source_hash(sources, targets, held_out_fraction=0.1):
+    """A train / held-out split that depends only on each source string (its
+    CRC-32), so it is the same on every run, machine and corpus order.
+
+    Returns:
+        `((train_sources, train_targets), (held_out_sources, held_out_targets))`.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets: pass aligned lists.")
+    if not 0.0 <= held_out_fraction <= 1.0:
+        raise ValueError(f"held_out_fraction must be in [0, 1], got {held_out_fraction}.")
+    train, held_out = ([], []), ([], [])
+    for source, target in zip(sources, targets):
+        part = held_out if zlib.crc32(source.encode("utf-8")) < held_out_fraction * 2**32 else train
+        part[0].append(source)
+        part[1].append(target)
+    return train, held_out
+
+
 if __name__ == "__main__":
     documents = python_documentation()
     sentences = [s for d in documents for s in d]
     print(f"{len(documents)} documents, {len(sentences)} sentences, "
           f"{sum(len(s.split()) for s in sentences)} words")
     print("\n".join(documents[0][:5]))
+    sources, targets = message_catalog_pairs()
+    print(f"{len(sources)} English-German message pairs, {sum(len(s.split()) for s in sources)} "
+          f"+ {sum(len(t.split()) for t in targets)} words")
