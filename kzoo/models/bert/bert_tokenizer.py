@@ -75,7 +75,7 @@ def read_vocabulary(vocabulary):
     if isinstance(vocabulary, (str, os.PathLike)):
         path = os.fspath(vocabulary)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"BERT vocabulary file not found: {path!r}")
+            raise FileNotFoundError(f"Vocabulary file not found: {path!r}")
         with open(path, encoding="utf-8", newline="") as f:
             text = f.read()
         lines = text.split("\n")
@@ -92,7 +92,7 @@ def read_vocabulary(vocabulary):
     )
 
 
-def to_string_tensor(inputs):
+def to_string_tensor(inputs, caller="BertTokenizer"):
     """Converts str / list / numpy / tf.string input to a tf.string tensor,
     raising a clear ValueError for anything that is not text (BERT sec. 3).
 
@@ -102,7 +102,7 @@ def to_string_tensor(inputs):
     if isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
         if inputs.dtype != tf.string:
             raise ValueError(
-                f"BertTokenizer expected strings (tf.string), got a {inputs.dtype.name} tensor."
+                f"{caller} expected strings (tf.string), got a {inputs.dtype.name} tensor."
             )
         return inputs
     if isinstance(inputs, (str, bytes)):
@@ -112,7 +112,7 @@ def to_string_tensor(inputs):
         array.dtype == object and all(isinstance(x, (str, bytes)) for x in array.reshape(-1))
     ):
         return tf.constant(array.astype(object) if array.dtype.kind == "U" else array, dtype=tf.string)
-    raise ValueError(f"BertTokenizer expected strings, got {array.dtype} input: {inputs!r:.80}")
+    raise ValueError(f"{caller} expected strings, got {array.dtype} input: {inputs!r:.80}")
 
 
 def _normalize(chars, lowercase, strip_accents):
@@ -142,46 +142,18 @@ def split_words(strings, lowercase=True, strip_accents=None):
     return tf_text.regex_split(text, r"\s+|" + _PUNCTUATION, _PUNCTUATION)
 
 
-@keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenizer:
-    """BERT's basic + WordPiece tokenizer (BERT sec. 3), graph-mode TensorFlow.
+class WordPieceTokenizer:
+    """BERT's normalization and WordPiece (BERT sec. 3) over any vocabulary:
+    the core of `BertTokenizer` and of the Transformer's `TransformerTokenizer`.
 
-    Matches Hugging Face `BertTokenizerFast(vocab=path, do_lower_case=...)`
-    token for token (see the module docstring for the normalization), and runs
-    only compiled tensorflow-text / TensorFlow ops, so it works inside
-    `tf.data.Dataset.map` whatever `KERAS_BACKEND` is.
-
-    Args:
-        vocabulary: a vocabulary file (one token per line) or a list of
-            tokens. Must contain `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` and
-            `[MASK]` (the unknown token as configured).
-        lowercase: True for uncased models (lower-case AND strip accents, as
-            the uncased BERT checkpoints); False for cased (text kept as is).
-        strip_accents: None follows `lowercase` (as Hugging Face); True or
-            False forces accent stripping on or off.
-        unknown_token: the token for words with no WordPiece segmentation.
-        suffix_indicator: prefix of continuation pieces, `##`.
-        max_input_chars_per_word: longer words become the unknown token (100).
-
-    Call `tokenizer(inputs)` (or `tokenize`) on a str, list of str, numpy
-    array or tf.string tensor: int32 ids, a `tf.RaggedTensor` `(batch, None)`
-    for a batch, a 1-D tensor for a scalar string. With `sequence_length=N`,
-    a dense `(batch, N)` tensor, truncated and padded with `[PAD]`.
-
-    Example:
-
-    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-    ...          "the", "cafe", "is", "open", "un", "##believ", "##able", "!", "字"]
-    >>> tokenizer = BertTokenizer(vocab)
-    >>> tokenizer(["The Café is unbelievable!", "字字 zzz"]).to_list()
-    [[5, 6, 7, 9, 10, 11, 12], [13, 13, 1]]
-    >>> tokenizer("the cafe", sequence_length=4).numpy().tolist()
-    [5, 6, 0, 0]
-    >>> tokenizer.detokenize([[9, 10, 11, 12]]).numpy().tolist()
-    [b'unbelievable !']
-    >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
-    (2, 3, 4)
+    A subclass lists its special tokens in `special_tokens` (`{attribute:
+    token}`: each token must be in the vocabulary and its id becomes that
+    attribute) and pads with `padding_token`. The arguments and the call are
+    those of `BertTokenizer`, whose docstring has the examples.
     """
+
+    special_tokens = {}
+    padding_token = "[PAD]"
 
     def __init__(
         self,
@@ -197,7 +169,7 @@ class BertTokenizer:
         kwargs.pop("dtype", None)
         kwargs.pop("trainable", None)
         if kwargs:
-            raise ValueError(f"Unknown BertTokenizer arguments: {sorted(kwargs)}")
+            raise ValueError(f"Unknown {type(self).__name__} arguments: {sorted(kwargs)}")
         self.vocabulary = read_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)
         self.strip_accents = strip_accents
@@ -208,16 +180,17 @@ class BertTokenizer:
         index = {}
         for i, token in enumerate(self.vocabulary):
             index.setdefault(token, i)
-        required = {**SPECIAL_TOKENS, "unknown_token_id": unknown_token}
+        required = {**self.special_tokens, "unknown_token_id": unknown_token}
         missing = [token for token in required.values() if token not in index]
         if missing:
             raise ValueError(
-                f"The BERT vocabulary lacks the special token(s) {missing}; "
-                "a BERT vocabulary needs [PAD], [UNK], [CLS], [SEP] and [MASK] (BERT sec. 3)."
+                f"The vocabulary lacks the special token(s) {missing}; a {type(self).__name__} "
+                f"vocabulary needs {', '.join(dict.fromkeys(required.values()))}."
             )
         for attribute, token in required.items():
             setattr(self, attribute, index[token])
         self._index = index
+        self._padding_id = index[self.padding_token]
 
         # Duplicate tokens (allowed in a vocabulary file, where the first wins)
         # are made unique for the compiled model; they can never be produced.
@@ -296,13 +269,14 @@ class BertTokenizer:
         return ids, starts, ends
 
     def _prepare(self, inputs):
-        strings = to_string_tensor(inputs)
+        strings = to_string_tensor(inputs, type(self).__name__)
         if isinstance(strings, tf.RaggedTensor):
-            raise ValueError("BertTokenizer expects a scalar or 1-D batch of strings.")
+            raise ValueError(f"{type(self).__name__} expects a scalar or 1-D batch of strings.")
         rank = strings.shape.rank
         if rank is None or rank > 1:
             raise ValueError(
-                f"BertTokenizer expects a scalar string or a 1-D batch of strings, got shape {strings.shape}."
+                f"{type(self).__name__} expects a scalar string or a 1-D batch of strings, "
+                f"got shape {strings.shape}."
             )
         return strings, rank == 0
 
@@ -319,10 +293,10 @@ class BertTokenizer:
         if sequence_length is not None:
             if isinstance(ids, tf.RaggedTensor):
                 return ids.to_tensor(
-                    default_value=self.pad_token_id, shape=[None, sequence_length]
+                    default_value=self._padding_id, shape=[None, sequence_length]
                 )
             ids = ids[:sequence_length]
-            return tf.pad(ids, [[0, sequence_length - tf.shape(ids)[0]]], constant_values=self.pad_token_id)
+            return tf.pad(ids, [[0, sequence_length - tf.shape(ids)[0]]], constant_values=self._padding_id)
         return ids
 
     def __call__(self, inputs, sequence_length=None):
@@ -346,7 +320,7 @@ class BertTokenizer:
 
     def detokenize(self, ids):
         """Joins word pieces back into text (`##` pieces glued to the previous
-        piece, words separated by spaces; BERT sec. 3); `[PAD]` is dropped.
+        piece, words separated by spaces; BERT sec. 3); the padding token is dropped.
 
         >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "play", "##ing"])
         >>> tok.detokenize([5, 6, 0]).numpy()
@@ -358,13 +332,13 @@ class BertTokenizer:
                 ids = tf.ragged.constant(ids.tolist(), dtype=tf.int32)
         if isinstance(ids, tf.RaggedTensor):
             ids = tf.cast(ids, tf.int32)
-            mask = tf.not_equal(ids, self.pad_token_id)
+            mask = tf.not_equal(ids, self._padding_id)
             ids = tf.ragged.boolean_mask(ids, mask)
         else:
             ids = tf.cast(ids, tf.int32)
             if ids.shape.rank == 0:
                 ids = tf.reshape(ids, [1])
-            ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self.pad_token_id))
+            ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self._padding_id))
         return self._wordpiece.detokenize(ids)
 
     # === Vocabulary ===
@@ -459,3 +433,47 @@ class BertTokenizer:
         ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
         """
         presets.save_tokenizer(self, preset_dir)
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertTokenizer(WordPieceTokenizer):
+    """BERT's basic + WordPiece tokenizer (BERT sec. 3), graph-mode TensorFlow.
+
+    Matches Hugging Face `BertTokenizerFast(vocab=path, do_lower_case=...)`
+    token for token (see the module docstring for the normalization), and runs
+    only compiled tensorflow-text / TensorFlow ops, so it works inside
+    `tf.data.Dataset.map` whatever `KERAS_BACKEND` is.
+
+    Args:
+        vocabulary: a vocabulary file (one token per line) or a list of
+            tokens. Must contain `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` and
+            `[MASK]` (the unknown token as configured).
+        lowercase: True for uncased models (lower-case AND strip accents, as
+            the uncased BERT checkpoints); False for cased (text kept as is).
+        strip_accents: None follows `lowercase` (as Hugging Face); True or
+            False forces accent stripping on or off.
+        unknown_token: the token for words with no WordPiece segmentation.
+        suffix_indicator: prefix of continuation pieces, `##`.
+        max_input_chars_per_word: longer words become the unknown token (100).
+
+    Call `tokenizer(inputs)` (or `tokenize`) on a str, list of str, numpy
+    array or tf.string tensor: int32 ids, a `tf.RaggedTensor` `(batch, None)`
+    for a batch, a 1-D tensor for a scalar string. With `sequence_length=N`,
+    a dense `(batch, N)` tensor, truncated and padded with `[PAD]`.
+
+    Example:
+
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    ...          "the", "cafe", "is", "open", "un", "##believ", "##able", "!", "字"]
+    >>> tokenizer = BertTokenizer(vocab)
+    >>> tokenizer(["The Café is unbelievable!", "字字 zzz"]).to_list()
+    [[5, 6, 7, 9, 10, 11, 12], [13, 13, 1]]
+    >>> tokenizer("the cafe", sequence_length=4).numpy().tolist()
+    [5, 6, 0, 0]
+    >>> tokenizer.detokenize([[9, 10, 11, 12]]).numpy().tolist()
+    [b'unbelievable !']
+    >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+    (2, 3, 4)
+    """
+
+    special_tokens = SPECIAL_TOKENS
