@@ -154,6 +154,7 @@ class WordPieceTokenizer:
 
     special_tokens = {}
     padding_token = "[PAD]"
+    hidden_pieces = ()  # pieces after the vocabulary, for a subclass's `_word_pieces`
 
     def __init__(
         self,
@@ -199,7 +200,7 @@ class WordPieceTokenizer:
             for i, token in enumerate(self.vocabulary)
         ]
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=unique,
+            vocab=unique + list(self.hidden_pieces),
             suffix_indicator=suffix_indicator,
             max_bytes_per_word=4 * self.max_input_chars_per_word + 16,
             token_out_type=tf.int32,
@@ -227,8 +228,10 @@ class WordPieceTokenizer:
         too_long = (
             tf.strings.length(words.flat_values, unit="UTF8_CHAR") > self.max_input_chars_per_word
         )
-        flat_words = tf.where(too_long, tf.constant(self.unknown_token), words.flat_values)
-        ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(flat_words)
+        words = words.with_flat_values(
+            tf.where(too_long, tf.constant(self.unknown_token), words.flat_values)
+        )
+        ids, piece_starts, piece_ends = self._word_pieces(words, word_starts, word_ends)
         flat_word_starts = tf.cast(word_starts.flat_values, tf.int64)
         piece_starts = tf.cast(piece_starts, tf.int64) + tf.expand_dims(flat_word_starts, 1)
         piece_ends = tf.cast(piece_ends, tf.int64) + tf.expand_dims(flat_word_starts, 1)
@@ -267,6 +270,12 @@ class WordPieceTokenizer:
         starts = ids.with_flat_values(tf.gather(original_starts, start_char))
         ends = ids.with_flat_values(tf.gather(original_ends, last_char))
         return ids, starts, ends
+
+    def _word_pieces(self, words, word_starts, word_ends):
+        """WordPiece of each word (ragged `(batch, words)` strings with their
+        byte spans in the normalized text): ids and piece offsets relative to
+        the word, ragged `(all words, pieces)`."""
+        return self._wordpiece.tokenize_with_offsets(words.flat_values)
 
     def _prepare(self, inputs):
         strings = to_string_tensor(inputs, type(self).__name__)
