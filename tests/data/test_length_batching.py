@@ -28,7 +28,8 @@ def as_dataset(sources, targets):
 
     def generate():
         for source, target in zip(sources, targets):
-            features = {"encoder_token_ids": source[:], "decoder_token_ids": np.concatenate([[1], target[:-1]])}
+            decoder_input = np.concatenate([[1], target[:-1]])
+            features = {"encoder_token_ids": source, "decoder_token_ids": decoder_input}
             yield features, target
 
     ids = tf.TensorSpec([None], tf.int32)
@@ -50,7 +51,8 @@ def padding_fraction(batch_list):
 def pairs_and_batches():
     sources, targets = sentence_pairs()
     boundaries = length_boundaries(MAX_LENGTH)
-    return sources, targets, boundaries, batches(batch_by_length(as_dataset(sources, targets), BUDGET, boundaries))
+    batched = batch_by_length(as_dataset(sources, targets), BUDGET, boundaries)
+    return sources, targets, boundaries, batches(batched)
 
 
 def test_every_batch_within_the_budget_and_full_batches_near_it(pairs_and_batches):
@@ -60,7 +62,8 @@ def test_every_batch_within_the_budget_and_full_batches_near_it(pairs_and_batche
         tensors = [features["encoder_token_ids"], features["decoder_token_ids"], target]
         assert all(t.size <= BUDGET for t in tensors)  # padded tokens per tensor
         longest = max(t.shape[1] for t in tensors)
-        bucket = int(np.searchsorted(boundaries, longest))  # boundaries[bucket - 1] < longest <= boundaries[bucket]
+        # boundaries[bucket - 1] < longest <= boundaries[bucket]
+        bucket = int(np.searchsorted(boundaries, longest))
         if len(target) == BUDGET // boundaries[bucket] and bucket > 0:  # a full batch above the first bucket
             fills.append(len(target) * longest / BUDGET)
             # (boundaries[i - 1] + 1) · (budget // boundaries[i]) tokens at least: 85% here.
@@ -80,7 +83,8 @@ def test_every_example_comes_out_exactly_once_unchanged(pairs_and_batches):
             source_length, target_length = len(sources[i]), len(targets[i])
             np.testing.assert_array_equal(features["encoder_token_ids"][row, :source_length], sources[i])
             np.testing.assert_array_equal(target[row, :target_length], targets[i])
-            np.testing.assert_array_equal(features["decoder_token_ids"][row, 1:target_length], targets[i][:-1])
+            decoder_input = features["decoder_token_ids"][row, 1:target_length]
+            np.testing.assert_array_equal(decoder_input, targets[i][:-1])
             assert not features["encoder_token_ids"][row, source_length:].any()
             assert not target[row, target_length:].any()
     assert sorted(seen) == list(range(NUM_EXAMPLES))
@@ -154,7 +158,9 @@ def test_bad_arguments(kwargs, message):
     [
         tf.data.Dataset.from_tensor_slices({"token_ids": tf.ones((4, 5), tf.int32)}).batch(2),  # batched
         tf.data.Dataset.from_tensor_slices({"text": tf.constant(["a b", "c"])}),  # not token ids
-        tf.data.Dataset.from_tensor_slices(({"token_ids": tf.ones((2, 5), tf.int32)}, tf.zeros(2, tf.int32))),  # scalar label
+        tf.data.Dataset.from_tensor_slices(  # a scalar label
+            ({"token_ids": tf.ones((2, 5), tf.int32)}, tf.zeros(2, tf.int32))
+        ),
     ],
 )
 def test_bad_datasets(dataset):

@@ -23,7 +23,12 @@ class StepCounter(keras.layers.Layer):
 
 def tiny_model(units=2):
     model = keras.Sequential(
-        [keras.Input((3,)), keras.layers.Dense(units, name="dense"), keras.layers.BatchNormalization(), StepCounter()]
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(units, name="dense"),
+            keras.layers.BatchNormalization(),
+            StepCounter(),
+        ]
     )
     model.compile(optimizer="adam", loss="mse")
     return model
@@ -93,10 +98,14 @@ def test_mismatched_checkpoints_name_the_file_and_variable(tmp_path):
     model.set_weights(hand_weights(5))
 
     # Variables are checked in the file's (alphabetical) order: BatchNormalization's come first.
-    wider_message = r"wider.weights.h5: variable layers/batch_normalization/vars/0 has shape \(3,\), the model's has \(2,\)"
+    wider_message = (
+        r"wider.weights.h5: variable layers/batch_normalization/vars/0 has shape \(3,\), "
+        r"the model's has \(2,\)"
+    )
     with pytest.raises(ValueError, match=wider_message):
         average_checkpoints(model, [good, wider_path])
-    with pytest.raises(ValueError, match=r"other.weights.h5 does not hold the model's variables: missing \['layers/batch_normalization/vars/0'"):
+    other_message = r"other.weights.h5 does not hold the model's variables: missing \['layers/batch_norm"
+    with pytest.raises(ValueError, match=other_message):
         average_checkpoints(model, [good, other_path])
     with pytest.raises(ValueError, match="missing.weights.h5 is not an existing `.weights.h5` file"):
         average_checkpoints(model, [good, os.path.join(tmp_path, "missing.weights.h5")])
@@ -151,7 +160,9 @@ def test_callback_saves_the_final_weights_and_can_skip_averaging(tmp_path):
 def test_callback_saves_every_so_many_seconds(tmp_path, monkeypatch):
     clock = {"now": 0.0}
     monkeypatch.setattr(checkpoint_averaging, "time", types.SimpleNamespace(monotonic=lambda: clock["now"]))
-    tick = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: clock.update(now=clock["now"] + 250.0))
+    tick = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: clock.update(now=clock["now"] + 250.0)
+    )
     callback = CheckpointAveraging(tmp_path, every_seconds=600, keep=5, average_at_end=False)
     fit_with(callback, steps=10, extra_callbacks=[tick])
     # 250 s a step: saved at 750 s (step 3), 1500 s (step 6), 2250 s (step 9), and at the end.

@@ -45,7 +45,8 @@ def test_hand_computed_with_padding():
         ops.convert_to_numpy(per_token), np.array([[2.025, 2.0, 0.0], [2.925, 0.0, 0.0]]) * LN2, rtol=1e-6
     )
     # "sum": the sum over real tokens, for averaging over many batches yourself.
-    np.testing.assert_allclose(float(LabelSmoothedCrossEntropy(0.1, reduction="sum")(labels, logits)), 3 * smoothed, rtol=1e-6)
+    summed = LabelSmoothedCrossEntropy(0.1, reduction="sum")(labels, logits)
+    np.testing.assert_allclose(float(summed), 3 * smoothed, rtol=1e-6)
 
 
 def random_batch(vocab=7, padding_per_row=(0, 2, 4), length=5, seed=0):
@@ -89,9 +90,9 @@ def test_does_not_depend_on_padding():
     np.testing.assert_allclose(float(loss(more_labels, more_logits)), value, rtol=1e-6)
     # A padding id other than 0.
     shifted = np.where(labels == 0, 6, labels - 1)
-    np.testing.assert_allclose(
-        float(LabelSmoothedCrossEntropy(padding_id=6)(shifted, np.roll(logits, -1, axis=-1))), value, rtol=1e-6
-    )
+    shifted_logits = np.roll(logits, -1, axis=-1)
+    shifted_loss = LabelSmoothedCrossEntropy(padding_id=6)(shifted, shifted_logits)
+    np.testing.assert_allclose(float(shifted_loss), value, rtol=1e-6)
 
 
 def test_all_padding_gives_zero():
@@ -105,7 +106,8 @@ def test_sequence_weights_give_a_weighted_mean_over_real_tokens():
     weights = np.array([1.0, 0.0, 2.0], "float32")
     token_weights = weights[:, None] * (labels != 0)
     expected = (per_token * token_weights).sum() / token_weights.sum()  # (row 0 + 2·row 2) / 7
-    np.testing.assert_allclose(float(LabelSmoothedCrossEntropy()(labels, logits, sample_weight=weights)), expected, rtol=1e-6)
+    weighted = LabelSmoothedCrossEntropy()(labels, logits, sample_weight=weights)
+    np.testing.assert_allclose(float(weighted), expected, rtol=1e-6)
 
 
 def test_float32_under_mixed_precision():
@@ -121,7 +123,13 @@ def test_float32_under_mixed_precision():
 def _logits_model(batch, length, vocab):
     """logits[b] = W[b]: a one-hot batch index times a bias-free Dense, so the
     gradient with respect to the logits is the kernel's gradient."""
-    model = keras.Sequential([keras.Input((batch,)), keras.layers.Dense(length * vocab, use_bias=False), keras.layers.Reshape((length, vocab))])
+    model = keras.Sequential(
+        [
+            keras.Input((batch,)),
+            keras.layers.Dense(length * vocab, use_bias=False),
+            keras.layers.Reshape((length, vocab)),
+        ]
+    )
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=LabelSmoothedCrossEntropy(0.1))
     return model
 
@@ -152,7 +160,9 @@ def test_fit_a_tiny_model_with_loss_and_metrics():
     rng = np.random.default_rng(8)
     tokens = rng.integers(1, vocab, size=(64, length))
     tokens[np.arange(length)[None, :] >= rng.integers(2, length + 1, size=(64, 1))] = 0
-    model = keras.Sequential([keras.Input((length,), dtype="int32"), keras.layers.Embedding(vocab, 16), keras.layers.Dense(vocab)])
+    model = keras.Sequential(
+        [keras.Input((length,), dtype="int32"), keras.layers.Embedding(vocab, 16), keras.layers.Dense(vocab)]
+    )
     model.compile(
         optimizer=keras.optimizers.Adam(0.05),
         loss=LabelSmoothedCrossEntropy(0.1),
