@@ -446,7 +446,8 @@ class Transformer(keras.Model):
         `optimizer=None` gives `transformer_optimizer(hidden_dim)`: Adam
         (β1 = 0.9, β2 = 0.98, ε = 1e-9) with eq. 3's schedule and 4000 warmup
         steps. `loss="auto"` is label-smoothed cross-entropy with ε_ls =
-        `label_smoothing` that ignores `padding_id` labels; `metrics="auto"` is none.
+        `label_smoothing` that ignores `padding_id` labels; `metrics="auto"` is
+        the accuracy and perplexity (sec. 6.2, Table 3's PPL) of real target tokens.
 
         Example:
 
@@ -456,7 +457,11 @@ class Transformer(keras.Model):
         >>> round(float(model.optimizer.beta_2), 2), type(model.loss).__name__
         (0.98, 'LabelSmoothedCrossEntropy')
         """
-        from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy  # noqa: PLC0415
+        from kzoo.models.transformer.transformer_loss import (  # noqa: PLC0415
+            LabelSmoothedCrossEntropy,
+            MaskedAccuracy,
+            TokenPerplexity,
+        )
         from kzoo.models.transformer.transformer_optimizer import transformer_optimizer  # noqa: PLC0415
 
         if optimizer is None:
@@ -464,7 +469,7 @@ class Transformer(keras.Model):
         if loss == "auto":
             loss = LabelSmoothedCrossEntropy(self.label_smoothing, self.padding_id)
         if metrics == "auto":
-            metrics = None
+            metrics = [MaskedAccuracy(self.padding_id), TokenPerplexity(self.padding_id)]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config):
