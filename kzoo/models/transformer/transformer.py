@@ -134,7 +134,7 @@ class Transformer(keras.Model):
     ...                     intermediate_dim=16, num_heads=2)
     >>> logits = model({"encoder_token_ids": np.array([[5, 6, 7, 3, 0]]),
     ...                 "decoder_token_ids": np.array([[2, 8, 9]])})
-    >>> tuple(logits.shape), str(logits.dtype).split(".")[-1]
+    >>> tuple(logits.shape), keras.backend.standardize_dtype(logits.dtype)
     ((1, 3, 20), 'float32')
     >>> tuple(model.generate(np.array([[5, 6, 7, 3, 0]]), beam_size=1, max_length=4).shape)
     (1, 4)
@@ -404,9 +404,9 @@ class Transformer(keras.Model):
         >>> import numpy as np
         >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
         ...                     intermediate_dim=16, num_heads=2)
-        >>> tokens = model.generate(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]), beam_size=2)
-        >>> tuple(tokens.shape)  # padded source length 4 + 50
-        (2, 54)
+        >>> tokens = model.generate(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]), beam_size=2, max_length=5)
+        >>> tuple(tokens.shape)  # without max_length: (2, 54), padded source length 4 + 50
+        (2, 5)
         """
         from kzoo.models.transformer.beam_search import beam_search, greedy_search  # noqa: PLC0415
 
