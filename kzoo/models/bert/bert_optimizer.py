@@ -33,6 +33,8 @@ import math
 import keras
 from keras import ops
 
+from kzoo.distribution import sum_over_replicas
+
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
 # google-research/bert's README and `create_pretraining_data.py` runs:
@@ -149,6 +151,17 @@ class BertAdamW(keras.optimizers.AdamW):
         config = super().get_config()
         config["exclude_from_weight_decay_names"] = list(self.exclude_from_weight_decay_names)
         return config
+
+    def _clip_gradients(self, grads):
+        """Clips the global batch's gradient (A.2): Keras' TensorFlow optimizer
+        clips each replica's share before summing the shares, so under a
+        `tf.distribute` strategy the shares are summed first (one extra
+        all-reduce), clipped, and handed back as equal shares."""
+        if not self.global_clipnorm:
+            return super()._clip_gradients(grads)
+        total, replicas = sum_over_replicas(grads)
+        clipped = super()._clip_gradients(total)
+        return clipped if replicas == 1 else [None if g is None else g / replicas for g in clipped]
 
 
 def bert_pretraining_optimizer(

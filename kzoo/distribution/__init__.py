@@ -1,0 +1,243 @@
+"""Distributed training on existing engines, one call away (BERT sec. 3.1, A.2; Transformer sec. 5.2).
+
+BERT was pre-trained on Cloud TPU pods, 16 TPU chips for BASE and 64 for
+LARGE, with batches of 256 sequences (A.2); the Transformer trained on one
+machine with 8 P100 GPUs, each batch holding about 25,000 source and 25,000
+target tokens (sec. 5.2). kzoo implements no distributed engine of its own:
+`setup()` picks the one that fits the current Keras backend and hardware and
+returns a `Distributed` with what a training script needs.
+
+| backend      | hardware                                   | engine                                           |
+|--------------|--------------------------------------------|--------------------------------------------------|
+| `jax`        | several devices (GPUs, TPU cores)          | `keras.distribution.DataParallel`                |
+| `jax`        | same, `model_parallel=k`                   | `keras.distribution.ModelParallel`, a            |
+|              |                                            | `(batch, model)` mesh, `kzoo.distribution.jax.layout_map` |
+| `jax`        | several hosts (`multi_host=True`)          | the same after `keras.distribution.initialize`   |
+| `tensorflow` | a TPU (VM or pod)                          | `tf.distribute.TPUStrategy`                      |
+| `tensorflow` | several GPUs (or logical CPU devices)      | `tf.distribute.MirroredStrategy`                 |
+| `tensorflow` | several hosts (`TF_CONFIG`)                | `tf.distribute.MultiWorkerMirroredStrategy`      |
+| `torch`      | several processes (`torchrun`)             | `torch.nn.parallel.DistributedDataParallel`      |
+| any          | one device, one process                    | none: plain Keras                                |
+
+One convention for batches and learning rates on every engine:
+
+- Datasets are batched with the **global** batch size, the batch the paper
+  gives (256 sequences for BERT): each step trains on one global batch,
+  split evenly over the replicas (`global_batch_size(per_replica)` and
+  `per_replica_batch_size(global)` convert). Keras splits a `tf.data.Dataset`
+  across processes and devices on JAX and TensorFlow; on torch each rank
+  keeps its slice of every global batch (`kzoo.distribution.torch.shard_batches`).
+  A step is then the same computation as a single-device step on the same
+  global batch: the gradient of the mean loss over the global batch (each
+  replica's mean loss, averaged over replicas; see `kzoo.BertPretrainer` for
+  the masked-LM normalisation).
+- Learning rates belong to a global batch size. Keep the paper's batch and
+  its rate, or change both with `scale_learning_rate` (the linear scaling rule).
+
+Typical use (the same script on every backend; see the README section
+"Distributed training" for the launch commands):
+
+    distributed = kzoo.distribution.setup()          # or setup(model_parallel=4) on JAX
+    with distributed.scope():
+        model = kzoo.BertPretrainer(kzoo.BertBackbone.from_preset("bert_base_en_uncased"))
+        model.compile(optimizer=kzoo.bert_pretraining_optimizer(total_steps=1_000_000))
+    dataset = kzoo.data.pretraining_dataset(..., batch_size=256, drop_remainder=True)
+    distributed.fit(model, dataset.repeat(), epochs=1, steps_per_epoch=1000)
+"""
+
+import contextlib
+import importlib
+
+import keras
+
+MODEL_AXIS = "model"
+BATCH_AXIS = "batch"
+
+
+class Distributed:
+    """What a training script needs from a distributed engine (BERT A.2, Transformer sec. 5.2).
+
+    Returned by `kzoo.distribution.setup()`; this base class is the
+    single-device case (plain Keras), and `kzoo.distribution.jax`,
+    `.tensorflow` and `.torch` subclass it for their engines.
+
+    Attributes:
+        engine: a short description of the engine (`"single device"`,
+            `"keras.distribution.DataParallel"`, ...).
+        num_replicas: data-parallel replicas: how many slices each global batch
+            is split into.
+        num_processes: processes training together (hosts, or torch ranks).
+        process_id: this process's index in `[0, num_processes)`; process 0
+            writes checkpoints and logs.
+
+    Example:
+
+    >>> import kzoo
+    >>> distributed = kzoo.distribution.setup()   # one CPU device here
+    >>> distributed.engine, distributed.num_replicas
+    ('single device', 1)
+    >>> distributed.global_batch_size(32)
+    32
+    >>> distributed.scale_learning_rate(1e-4, batch_size=512, reference_batch_size=256)
+    0.0002
+    """
+
+    engine = "single device"
+
+    def __init__(self, num_replicas=1, num_processes=1, process_id=0):
+        self.num_replicas = num_replicas
+        self.num_processes = num_processes
+        self.process_id = process_id
+
+    def __repr__(self):
+        return (
+            f"<{type(self).__name__} engine={self.engine!r} num_replicas={self.num_replicas} "
+            f"num_processes={self.num_processes} process_id={self.process_id}>"
+        )
+
+    @property
+    def is_chief(self):
+        """True on the process that should save checkpoints and print logs (process 0)."""
+        return self.process_id == 0
+
+    def scope(self):
+        """Context manager to build and compile models under (variables are
+        created where the engine wants them: replicated, mirrored or sharded)."""
+        return contextlib.nullcontext()
+
+    def global_batch_size(self, per_replica_batch_size):
+        """The global batch for `per_replica_batch_size` examples on each replica."""
+        return per_replica_batch_size * self.num_replicas
+
+    def per_replica_batch_size(self, global_batch_size):
+        """Each replica's share of `global_batch_size` (which must split evenly).
+
+        Example:
+
+        >>> import kzoo
+        >>> kzoo.distribution.Distributed(num_replicas=8).per_replica_batch_size(256)
+        32
+        """
+        if global_batch_size % self.num_replicas:
+            raise ValueError(
+                f"A global batch of {global_batch_size} does not split evenly over "
+                f"{self.num_replicas} replicas. Use a multiple of {self.num_replicas}, e.g. "
+                f"{self.global_batch_size(max(1, global_batch_size // self.num_replicas))}."
+            )
+        return global_batch_size // self.num_replicas
+
+    @staticmethod
+    def scale_learning_rate(learning_rate, batch_size, reference_batch_size):
+        """`learning_rate` for a global `batch_size`, given the rate tuned for
+        `reference_batch_size`: the linear scaling rule (Goyal et al., 2017),
+        `learning_rate * batch_size / reference_batch_size`. BERT's 1e-4 goes
+        with batches of 256 (A.2); keep the warm-up (A.2: 10,000 steps; the
+        Transformer's 4,000, sec. 5.3) when scaling up."""
+        return learning_rate * batch_size / reference_batch_size
+
+    def fit(self, model, x=None, **kwargs):
+        """Trains `model` (built under `scope()`) on `x`, batched with the
+        global batch size; `kwargs` are `keras.Model.fit`'s. Returns the
+        `keras.callbacks.History`."""
+        with self.scope():
+            return model.fit(x, **kwargs)
+
+
+def setup(model_parallel=1, *, multi_host=False, job_addresses=None, num_processes=None, process_id=None):
+    """Sets up the distributed engine for this backend and hardware (BERT A.2, Transformer sec. 5.2).
+
+    See the module docstring for the table of engines.
+
+    Args:
+        model_parallel: devices each model replica is sharded over (JAX only):
+            attention heads, feed-forward units and embedding columns are split
+            along the mesh's `"model"` axis, examples along `"batch"`
+            (`kzoo.distribution.jax.layout_map`). 1: data parallelism.
+        multi_host: several hosts train together. JAX: calls
+            `keras.distribution.initialize` (TPU pods and SLURM find each other;
+            elsewhere pass the three arguments below or set
+            `KERAS_DISTRIBUTION_JOB_ADDRESSES`, `..._NUM_PROCESSES`,
+            `..._PROCESS_ID`). TensorFlow: `MultiWorkerMirroredStrategy` from
+            `TF_CONFIG`. torch: nothing to add, `torchrun` sets the ranks.
+        job_addresses: JAX: `"host:port"` of process 0 (the coordinator).
+        num_processes: JAX: processes (hosts) in all.
+        process_id: JAX: this process's index, 0 on the coordinator.
+
+    Returns:
+        A `kzoo.distribution.Distributed`.
+
+    Example (one CPU device: nothing to distribute):
+
+    >>> import kzoo
+    >>> kzoo.distribution.setup()
+    <Distributed engine='single device' num_replicas=1 num_processes=1 process_id=0>
+    """
+    if model_parallel < 1:
+        raise ValueError(f"model_parallel={model_parallel} must be 1 (data parallelism) or more.")
+    backend = keras.backend.backend()
+    if backend not in ("jax", "tensorflow", "torch"):
+        raise ValueError(f"kzoo.distribution runs on jax, tensorflow or torch; KERAS_BACKEND is {backend!r}.")
+    if model_parallel > 1 and backend != "jax":
+        raise ValueError(
+            f"model_parallel={model_parallel} shards weights with keras.distribution.ModelParallel, "
+            f"which runs on JAX only. Run with KERAS_BACKEND=jax, or use data parallelism "
+            f"(model_parallel=1) on {backend}."
+        )
+    if backend != "jax" and (job_addresses or num_processes or process_id is not None):
+        raise ValueError(
+            "job_addresses, num_processes and process_id configure JAX's coordinator. On "
+            f"{backend}, {'set TF_CONFIG on each host' if backend == 'tensorflow' else 'launch with torchrun'}"
+            " and call setup(multi_host=True)."
+        )
+    engine = importlib.import_module(f"kzoo.distribution.{backend}")
+    if backend == "jax":
+        return engine.setup(model_parallel, multi_host, job_addresses, num_processes, process_id)
+    return engine.setup(multi_host) if backend == "tensorflow" else engine.setup()
+
+
+def replica_loss(loss):
+    """This replica's share of a mean loss for the engine's gradient sum (BERT A.2).
+
+    Under a `tf.distribute` strategy Keras sums the replicas' gradients, so a
+    loss that is a mean over the replica's examples is divided by the number
+    of replicas (what Keras' own losses do). JAX computes the global batch as
+    one program and torch's DistributedDataParallel averages gradients: the
+    loss is returned unchanged there. Models that compute their own loss in
+    `compute_loss` (e.g. `kzoo.BertPretrainer`) call this.
+
+    Example (no strategy: unchanged):
+
+    >>> import kzoo
+    >>> float(kzoo.distribution.replica_loss(keras.ops.convert_to_tensor(2.5)))
+    2.5
+    """
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    from kzoo.distribution import tensorflow
+
+    return tensorflow.replica_loss(loss)
+
+
+def sum_over_replicas(values):
+    """`(values summed over the replicas in sync, number of replicas)` (BERT A.2).
+
+    Under a `tf.distribute` strategy each replica holds its share of a
+    gradient; this all-reduces them (None entries stay None), e.g. to clip the
+    global batch's gradient (`kzoo.BertAdamW`). Elsewhere, and on one replica,
+    `(values, 1)`: JAX sees the global batch, and torch's DDP has already
+    averaged the gradients when the optimizer runs.
+
+    Example (no strategy):
+
+    >>> import kzoo
+    >>> kzoo.distribution.sum_over_replicas([1.0, None])
+    ([1.0, None], 1)
+    """
+    if keras.backend.backend() != "tensorflow":
+        return values, 1
+    from kzoo.distribution import tensorflow
+
+    return tensorflow.sum_over_replicas(values)
+
+
+__all__ = ["BATCH_AXIS", "MODEL_AXIS", "Distributed", "replica_loss", "setup", "sum_over_replicas"]
