@@ -18,6 +18,11 @@
 
 Runs in about 5 minutes on 2 CPU cores with the defaults, leaving room for
 bert_finetuning.py within 10 minutes.
+
+With `--distributed`, trains on every device and host with
+`kzoo.distribution.setup()` (keras.distribution on JAX, tf.distribute on
+TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
+(the paper's 256 on TPU pods, A.2). See the README, "Distributed training".
 """
 
 import argparse
@@ -42,10 +47,14 @@ def parse_args():
     parser.add_argument("--hidden-dim", type=int, default=128)
     parser.add_argument("--num-heads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=1000, help="optimizer steps, both phases")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="global batch size")
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--dupe-factor", type=int, default=5, help="passes over the corpus when pairing")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--distributed", action="store_true",
+                        help="train on every device/host with kzoo.distribution.setup()")
+    parser.add_argument("--model-parallel", type=int, default=1,
+                        help="with --distributed on JAX: devices each model replica is sharded over")
     return parser.parse_args()
 
 
@@ -68,6 +77,9 @@ def baselines(dataset):
 def main():
     args = parse_args()
     start = time.perf_counter()
+    distributed = (kzoo.distribution.setup(model_parallel=args.model_parallel) if args.distributed
+                   else kzoo.distribution.Distributed())
+    print(f"engine: {distributed.engine}, {distributed.num_replicas} replica(s), global batch {args.batch_size}")
     documents = python_documentation()
     train_documents, held_out_documents = split_documents(documents, 0.05, args.seed)
     sentences = [s for d in train_documents for s in d]
@@ -79,20 +91,21 @@ def main():
     tokenizer = kzoo.BertTokenizer(vocabulary, lowercase=True)
     print(f"vocabulary: {tokenizer.vocabulary_size()} WordPiece tokens")
 
-    backbone = kzoo.BertBackbone(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        hidden_dim=args.hidden_dim,
-        intermediate_dim=4 * args.hidden_dim,
-        max_sequence_length=128,
-    )
-    model = kzoo.BertPretrainer(backbone, tokenizer=tokenizer)
-    model.compile(
-        optimizer=kzoo.bert_pretraining_optimizer(
-            total_steps=args.steps, warmup_steps=args.steps // 10, learning_rate=args.learning_rate
+    with distributed.scope():  # weights replicated, mirrored or sharded by the engine
+        backbone = kzoo.BertBackbone(
+            vocabulary_size=tokenizer.vocabulary_size(),
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+            hidden_dim=args.hidden_dim,
+            intermediate_dim=4 * args.hidden_dim,
+            max_sequence_length=128,
         )
-    )
+        model = kzoo.BertPretrainer(backbone, tokenizer=tokenizer)
+        model.compile(
+            optimizer=kzoo.bert_pretraining_optimizer(
+                total_steps=args.steps, warmup_steps=args.steps // 10, learning_rate=args.learning_rate
+            )
+        )
     print(f"model: L={args.num_layers} H={args.hidden_dim} A={args.num_heads}, "
           f"{model.count_params():,} parameters")
 
@@ -105,17 +118,20 @@ def main():
         )
         print(f"phase: length {phase.sequence_length}, {phase.steps} steps from step {phase.first_step}")
         for chunk in np.array_split(np.arange(phase.steps), max(1, phase.steps // 250)):
-            model.fit(dataset.repeat(), epochs=1, steps_per_epoch=len(chunk), verbose=2)
+            distributed.fit(model, dataset.repeat(), epochs=1, steps_per_epoch=len(chunk), verbose=2)
 
     held_out = kzoo.data.pretraining_dataset(
         held_out_documents, tokenizer, 128, batch_size=args.batch_size, seed=1234, progress=False
     ).cache()
-    results = model.evaluate(held_out, return_dict=True, verbose=0)
+    with distributed.scope():
+        results = model.evaluate(held_out, return_dict=True, verbose=0)
     mlm_baseline, nsp_baseline = baselines(held_out)
     print("\nheld-out documents (never seen in training):")
     print(f"  MLM accuracy {results['mlm_accuracy']:.3f}  (most frequent token: {mlm_baseline:.3f})")
     print(f"  NSP accuracy {results['nsp_accuracy']:.3f}  (majority label: {nsp_baseline:.3f})")
 
+    if not distributed.is_chief:
+        return  # process 0 writes the preset
     model.save_to_preset(args.output)
     print(f"saved the pre-trained model to the preset directory {args.output}/ "
           f"(total {time.perf_counter() - start:.0f} s)")

@@ -143,7 +143,7 @@ class Distributed:
             return model.fit(x, **kwargs)
 
 
-def setup(model_parallel=1, *, multi_host=False, job_addresses=None, num_processes=None, process_id=None):
+def setup(model_parallel=1, *, multi_host=None, job_addresses=None, num_processes=None, process_id=None):
     """Sets up the distributed engine for this backend and hardware (BERT A.2, Transformer sec. 5.2).
 
     See the module docstring for the table of engines.
@@ -153,12 +153,14 @@ def setup(model_parallel=1, *, multi_host=False, job_addresses=None, num_process
             attention heads, feed-forward units and embedding columns are split
             along the mesh's `"model"` axis, examples along `"batch"`
             (`kzoo.distribution.jax.layout_map`). 1: data parallelism.
-        multi_host: several hosts train together. JAX: calls
-            `keras.distribution.initialize` (TPU pods and SLURM find each other;
-            elsewhere pass the three arguments below or set
-            `KERAS_DISTRIBUTION_JOB_ADDRESSES`, `..._NUM_PROCESSES`,
+        multi_host: several hosts train together; None: when the
+            environment says so (JAX: `KERAS_DISTRIBUTION_NUM_PROCESSES` or
+            `KERAS_DISTRIBUTION_JOB_ADDRESSES` is set; TensorFlow: `TF_CONFIG`
+            is set). JAX: calls `keras.distribution.initialize` (TPU pods and
+            SLURM find each other; elsewhere pass the three arguments below or
+            set `KERAS_DISTRIBUTION_JOB_ADDRESSES`, `..._NUM_PROCESSES`,
             `..._PROCESS_ID`). TensorFlow: `MultiWorkerMirroredStrategy` from
-            `TF_CONFIG`. torch: nothing to add, `torchrun` sets the ranks.
+            `TF_CONFIG`. torch: not needed, `torchrun` sets the ranks.
         job_addresses: JAX: `"host:port"` of process 0 (the coordinator).
         num_processes: JAX: processes (hosts) in all.
         process_id: JAX: this process's index, 0 on the coordinator.
@@ -187,7 +189,7 @@ def setup(model_parallel=1, *, multi_host=False, job_addresses=None, num_process
         raise ValueError(
             "job_addresses, num_processes and process_id configure JAX's coordinator. On "
             f"{backend}, {'set TF_CONFIG on each host' if backend == 'tensorflow' else 'launch with torchrun'}"
-            " and call setup(multi_host=True)."
+            " and call setup()."
         )
     engine = importlib.import_module(f"kzoo.distribution.{backend}")
     if backend == "jax":

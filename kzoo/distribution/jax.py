@@ -15,6 +15,7 @@ results are those of one device on the same global batch, to float rounding.
 """
 
 import contextlib
+import os
 
 import jax
 import keras
@@ -105,11 +106,12 @@ def setup(model_parallel, multi_host, job_addresses, num_processes, process_id):
 
     Example:
 
-    >>> setup(model_parallel=1, multi_host=False, job_addresses=None, num_processes=None,
+    >>> setup(model_parallel=1, multi_host=None, job_addresses=None, num_processes=None,
     ...       process_id=None).engine
     'single device'
     """
-    if multi_host or job_addresses or num_processes:
+    from_environment = any(f"KERAS_DISTRIBUTION_{k}" in os.environ for k in ("NUM_PROCESSES", "JOB_ADDRESSES"))
+    if multi_host or job_addresses or num_processes or (multi_host is None and from_environment):
         keras.distribution.initialize(job_addresses, num_processes, process_id)
     devices = [f"{d.platform}:{d.id}" for d in jax.devices()]  # every host's, as Keras names them
     if len(devices) == 1 and model_parallel == 1:

@@ -4,8 +4,8 @@
 
 - `TPUStrategy` when a Cloud TPU is attached (`TPU_NAME` is set, or the
   machine is a TPU VM: `/dev/accel0`); the resolver finds every host of a pod;
-- `MultiWorkerMirroredStrategy` for `multi_host=True`, each host told the
-  cluster and its own index by `TF_CONFIG`;
+- `MultiWorkerMirroredStrategy` for `multi_host=True` (or None with
+  `TF_CONFIG` set), each host told the cluster and its own index by `TF_CONFIG`;
 - `MirroredStrategy` over the GPUs when there are several, else over the
   logical CPU devices when there are several (how the tests simulate GPUs);
 - no strategy on a single device.
@@ -34,7 +34,7 @@ def has_tpu():
     return bool(os.environ.get("TPU_NAME")) or os.path.exists("/dev/accel0")
 
 
-def choose_strategy(multi_host=False):
+def choose_strategy(multi_host=None):
     """The `tf.distribute.Strategy` for this hardware, or None on a single
     device (BERT A.2, Transformer sec. 5.2; see the module docstring).
 
@@ -48,7 +48,7 @@ def choose_strategy(multi_host=False):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
-    if multi_host:
+    if multi_host or (multi_host is None and "TF_CONFIG" in os.environ):
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
                 "multi_host=True on TensorFlow needs TF_CONFIG on every host, e.g. "
@@ -100,7 +100,7 @@ def setup(multi_host):
 
     Example:
 
-    >>> setup(multi_host=False).engine
+    >>> setup(multi_host=None).engine
     'single device'
     """
     strategy = choose_strategy(multi_host)

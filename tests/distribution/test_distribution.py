@@ -130,3 +130,35 @@ def test_torch_ddp_trains_like_one_device_on_every_rank():
         assert_same_training(result, result["runs"][0], num_replicas=2)
         # One rank's half batches alone train a different model: the comparison can fail.
         assert result["one_replica_weight_difference"] > 100 * TOLERANCE
+
+
+def test_one_device_is_plain_keras_and_batch_sizes_convert():
+    import kzoo
+
+    distributed = kzoo.distribution.setup()
+    assert (distributed.engine, distributed.num_replicas) == ("single device", 1)
+    eight = kzoo.distribution.Distributed(num_replicas=8)
+    assert (eight.global_batch_size(32), eight.per_replica_batch_size(256)) == (256, 32)
+    with pytest.raises(ValueError, match="multiple of 8, e.g. 96"):
+        eight.per_replica_batch_size(100)
+
+
+def test_model_parallel_needs_jax_and_enough_devices():
+    import kzoo
+
+    message = "does not divide the 1 devices" if keras.backend.backend() == "jax" else "runs on JAX only"
+    with pytest.raises(ValueError, match=message):
+        kzoo.distribution.setup(model_parallel=4)
+
+
+@pytest.mark.backend_independent
+def test_torch_ranks_need_global_batches_that_split_evenly():
+    import tensorflow as tf
+
+    from kzoo.distribution.torch import shard_batches
+
+    ragged_end = tf.data.Dataset.range(10).batch(4)  # last batch of 2: unknown static size
+    with pytest.raises(ValueError, match="drop_remainder=True"):
+        shard_batches(ragged_end, 2, 0)
+    with pytest.raises(ValueError, match="multiple of 3"):
+        shard_batches(tf.data.Dataset.range(8).batch(4, drop_remainder=True), 3, 0)
