@@ -357,9 +357,8 @@ def saved_task_config(path, cls):
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(path))):
         return None
     directory = _as_path(path)
-    config = _saved_classes(directory).get("task") if any(
-        os.path.isfile(os.path.join(directory, name)) for name in PART_FILES.values()
-    ) else None
+    # Only task.json is read: config.json may belong to another format (a Hugging Face checkpoint).
+    config = _read_json(directory, TASK_FILE) if os.path.isfile(os.path.join(directory, TASK_FILE)) else None
     return dict(config["config"]) if _is_subclass(config, cls) else None
 
 

@@ -23,9 +23,7 @@ import keras
 from kzoo import preset_directories
 from kzoo.preset_directories import (  # noqa: F401 (the saving API lives here too)
     load_task,
-    save_backbone,
     save_preprocessor,
-    save_task,
     save_tokenizer,
     saved_task_config,
 )
@@ -143,6 +141,11 @@ def from_preset_for(cls, preset, /, **kwargs):
       saved object and its weights (`kzoo.preset_directories.load`); a task
       class gets the saved task, or the saved backbone with a fresh head.
 
+    - A BERT checkpoint in another format (a Hugging Face directory or
+      `hf://owner/name`, a google-research directory or .zip, a KerasHub
+      preset directory) is converted on the fly by
+      `kzoo.models.bert.bert_checkpoints.load`.
+
     A name is looked up first: write `./bert_tiny` for a directory of that name.
 
     Example:
@@ -161,6 +164,10 @@ def from_preset_for(cls, preset, /, **kwargs):
     ValueError: Unknown preset 'bert_tinny'. Did you mean: 'bert_tiny'... It is not a directory either: a preset directory must contain config.json (write one with `save_to_preset`).
     """
     if not _is_builtin_name(preset):
+        from kzoo.models.bert import bert_checkpoints  # noqa: PLC0415 (imports the models)
+
+        if bert_checkpoints.detect_format(preset) in bert_checkpoints.FORMATS:
+            return bert_checkpoints.load(cls, preset, **kwargs)
         return preset_directories.load(cls, preset, **kwargs)
     if not preset_directories.takes_argument(cls, "backbone"):
         return build_from_preset(cls, preset, **kwargs)
@@ -169,6 +176,61 @@ def from_preset_for(cls, preset, /, **kwargs):
     for key in [k for k in kwargs if k in get_preset(preset)["config"] and not preset_directories.takes_argument(cls, k)]:
         backbone_kwargs[key] = kwargs.pop(key)  # e.g. max_sequence_length=128 for a task
     return cls(backbone=build_from_preset(backbone_cls, preset, **backbone_kwargs), **kwargs)
+
+
+def save_backbone(backbone, path, format="kzoo"):
+    """Writes a backbone as a kzoo preset directory (`format="kzoo"`, see
+    `kzoo.preset_directories.save_backbone`) or, for BERT, a Hugging Face
+    directory (`format="huggingface"`, see
+    `kzoo.models.bert.bert_checkpoints.save_huggingface`). BERT sec. 3.2:
+    fine-tuning starts from these parameters.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> path = tempfile.mkdtemp()
+    >>> save_backbone(backbone, path, format="huggingface")
+    >>> sorted(os.listdir(path))
+    ['config.json', 'model.safetensors']
+    """
+    _save(preset_directories.save_backbone, backbone, path, format)
+
+
+def save_task(task, path, format="kzoo"):
+    """Writes a task model as a kzoo preset directory (`format="kzoo"`, see
+    `kzoo.preset_directories.save_task`) or, for BERT tasks, a Hugging Face
+    directory with the heads (`format="huggingface"`; a `kzoo.BertPretrainer`
+    becomes a `BertForPreTraining`, BERT sec. 3.1).
+
+    Example:
+
+    >>> import json, os, tempfile
+    >>> from kzoo import BertBackbone, BertPretrainer
+    >>> model = BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16))
+    >>> path = tempfile.mkdtemp()
+    >>> save_task(model, path, format="huggingface")
+    >>> with open(os.path.join(path, "config.json")) as f:
+    ...     json.load(f)["architectures"]
+    ['BertForPreTraining']
+    """
+    _save(preset_directories.save_task, task, path, format)
+
+
+def _save(save_kzoo, model, path, format):
+    from kzoo.models.bert import bert_checkpoints  # noqa: PLC0415 (imports the models)
+
+    if format == "kzoo":
+        save_kzoo(model, path)
+    elif format == "huggingface":
+        bert_checkpoints.save_huggingface(model, path)
+    else:
+        raise ValueError(
+            f"Unknown preset format {format!r}: save_to_preset writes {list(bert_checkpoints.EXPORT_FORMATS)}."
+        )
 
 
 def _is_builtin_name(preset):

@@ -1,0 +1,163 @@
+"""Original google-research/bert checkpoints (BERT sec. 3, Appendix A), read with TensorFlow's reader.
+
+A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
+`bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
+variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
+`bert_checkpoints.TABLE`) and `vocab.txt`. Fine-tuned checkpoints from
+`run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add `output_weights`
+or `cls/squad/output_weights`.
+
+`hidden_act: "gelu"` maps to kzoo's exact erf GELU: the released weights were
+trained with it (the repository switched its code to the tanh approximation
+later). Lower-casing is not in `bert_config.json`: it is read from the name
+(`uncased_...` / `cased_...`) or passed as `lowercase=`.
+"""
+
+import glob
+import os
+import re
+import tempfile
+import zipfile
+
+import tensorflow as tf
+
+from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
+
+CONFIG_FILE = "bert_config.json"
+VOCABULARY_FILE = "vocab.txt"
+CHECKPOINT_PREFIX = "bert_model.ckpt"
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
+
+
+def open_google(path):
+    """A `CheckpointSource` for a google-research BERT directory or .zip (BERT sec. 3).
+
+    Example (a one-layer checkpoint written here with TensorFlow):
+
+    >>> import json, os, tempfile, numpy as np, tensorflow as tf
+    >>> directory = os.path.join(tempfile.mkdtemp(), "uncased_L-1_H-8_A-2")
+    >>> os.makedirs(directory)
+    >>> with open(os.path.join(directory, "bert_config.json"), "w") as f:
+    ...     json.dump({"vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1,
+    ...                "num_attention_heads": 2, "intermediate_size": 16}, f)
+    >>> embeddings = tf.Variable(np.zeros((30, 8), "float32"))
+    >>> _ = tf.train.Checkpoint(bert=embeddings).write(os.path.join(directory, "bert_model.ckpt"))
+    >>> source = open_google(directory)
+    >>> source.backbone_config["activation"], source.tokenizer_config
+    ('gelu', None)
+    """
+    location = os.path.expanduser(os.fspath(path))
+    keep_alive = None
+    directory = location
+    if os.path.isfile(location):
+        keep_alive = tempfile.TemporaryDirectory(prefix="kzoo-bert-")
+        directory = _unzip(location, keep_alive.name)
+    config = read_json(os.path.join(directory, CONFIG_FILE))
+    shapes, read = _checkpoint(_checkpoint_prefix(directory))
+    vocabulary = os.path.join(directory, VOCABULARY_FILE)
+    return CheckpointSource(
+        format="google",
+        location=location,
+        backbone_config=backbone_config(config, os.path.join(location, CONFIG_FILE)),
+        tokenizer_config={"vocabulary": vocabulary, "lowercase": lowercase_from_name(location)}
+        if os.path.isfile(vocabulary) else None,
+        shapes=shapes,
+        read=read,
+        head_config={"num_classes": shapes["output_bias"][0]} if "output_bias" in shapes else {},
+        keep_alive=keep_alive,
+    )
+
+
+def backbone_config(config, location):
+    """`kzoo.BertBackbone` arguments from `bert_config.json` (google-research's
+    `BertConfig`; LayerNorm epsilon 1e-12 is fixed in its `modeling.py`).
+
+    >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
+    1e-12
+    """
+    activation = config.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{location} has hidden_act {activation!r}; kzoo's BERT supports {sorted(ACTIVATIONS)}.")
+    return {
+        "vocabulary_size": config["vocab_size"],
+        "num_layers": config.get("num_hidden_layers", 12),
+        "num_heads": config.get("num_attention_heads", 12),
+        "hidden_dim": config.get("hidden_size", 768),
+        "intermediate_dim": config.get("intermediate_size", 3072),
+        "dropout": config.get("hidden_dropout_prob", 0.1),
+        "max_sequence_length": config.get("max_position_embeddings", 512),
+        "num_segments": config.get("type_vocab_size", 16),
+        "activation": ACTIVATIONS[activation],
+        "layer_norm_epsilon": 1e-12,
+    }
+
+
+def lowercase_from_name(path):
+    """True for `uncased` in the release's name, False for `cased`, None if neither.
+
+    >>> [lowercase_from_name(p) for p in ("uncased_L-12_H-768_A-12.zip", "/x/cased_L-12", "/x/bert")]
+    [True, False, None]
+    """
+    name = os.path.basename(os.path.normpath(path)).lower()
+    if "uncased" in name:
+        return True
+    return False if re.search(r"(^|[^a-z])cased", name) else None
+
+
+def _unzip(path, target):
+    """Extracts a release .zip; returns the folder in it that holds bert_config.json."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(target)
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise ValueError(f"Cannot extract {path!r} ({error}): the .zip is truncated or corrupt. Download it again.") from error
+    found = sorted(glob.glob(os.path.join(target, "**", CONFIG_FILE), recursive=True), key=len)
+    if not found:
+        raise ValueError(f"{path!r} holds no {CONFIG_FILE}: it is not a google-research BERT release.")
+    return os.path.dirname(found[0])
+
+
+def _checkpoint_prefix(directory):
+    """bert_model.ckpt, else the `checkpoint` file's latest, else the only *.index."""
+    if os.path.isfile(os.path.join(directory, CHECKPOINT_PREFIX + ".index")):
+        return os.path.join(directory, CHECKPOINT_PREFIX)
+    latest = tf.train.latest_checkpoint(directory)
+    if latest:
+        return latest
+    indexes = glob.glob(os.path.join(directory, "*.index"))
+    if len(indexes) != 1:
+        raise ValueError(
+            f"{directory!r} has {len(indexes)} TensorFlow checkpoints (*.index files) and no "
+            f"{CHECKPOINT_PREFIX}.index: keep only the one to load, or add a `checkpoint` file."
+        )
+    return indexes[0][: -len(".index")]
+
+
+def _checkpoint(prefix):
+    """(shapes, read) through `tf.train.load_checkpoint`, after checking every data shard is there."""
+    shards = glob.glob(glob.escape(prefix) + ".data-*-of-*")
+    expected = {int(re.search(r"-of-(\d+)$", shard).group(1)) for shard in shards}
+    count = expected.pop() if len(expected) == 1 else None
+    missing = [
+        f"{prefix}.data-{i:05d}-of-{count:05d}" for i in range(count or 0)
+        if not os.path.isfile(f"{prefix}.data-{i:05d}-of-{count:05d}")
+    ]
+    if not shards or count is None or missing:
+        raise ValueError(
+            f"The checkpoint {prefix!r} is incomplete: data shard(s) "
+            f"{[os.path.basename(m) for m in missing] or os.path.basename(prefix) + '.data-*'} missing. "
+            "Copy every bert_model.ckpt.* file (index and data) again."
+        )
+    damaged = f"The checkpoint {prefix!r} is truncated or corrupt"
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as error:
+        raise ValueError(f"{damaged} ({error}). Copy it again.") from error
+
+    def read(name):
+        try:
+            return reader.get_tensor(name)
+        except Exception as error:  # OpError, IndexError ("Read less bytes than requested"), ...
+            raise ValueError(f"{damaged}: reading {name!r} failed ({str(error)[:200]}). Copy it again.") from error
+
+    return {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()}, read
