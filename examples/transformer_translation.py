@@ -36,12 +36,8 @@ import keras
 import tensorflow as tf
 from offline_corpora import message_catalog_pairs, split_by_source_hash
 
-from kzoo.data.length_batching import batch_by_length
-from kzoo.models.transformer.transformer import Transformer
-from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
-from kzoo.models.transformer.transformer_preprocessor import TransformerPreprocessor
-from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
-from kzoo.models.transformer.translation_metrics import corpus_bleu
+from kzoo import Transformer, TransformerPreprocessor, TransformerTokenizer, corpus_bleu, transformer_optimizer
+from kzoo.data import batch_by_length
 
 MAX_LENGTH = 64  # tokens per source or target (longer ones are truncated)
 BOUNDARIES = [8, 16, 24, 32, 48, MAX_LENGTH]  # length buckets

@@ -13,11 +13,19 @@ Public API:
   (`BertAdamW`, `LinearWarmupLinearDecay`) and `kzoo.pretraining_phases`.
 - `kzoo.data`: the pre-training input pipeline on tf.data
   (`kzoo.data.pretraining_dataset`: corpora, NSP pairs, MLM masking, TFRecords).
+- `kzoo.Transformer` ("Attention Is All You Need", Vaswani et al., 2017):
+  the encoder-decoder with its Table 3 presets, `kzoo.TransformerTokenizer`,
+  `kzoo.TransformerPreprocessor`, the training recipe
+  (`kzoo.transformer_optimizer`, `kzoo.TransformerSchedule`,
+  `kzoo.LabelSmoothedCrossEntropy`, `kzoo.CheckpointAveraging`), greedy and
+  beam search (`Transformer.generate`) and `kzoo.corpus_bleu`.
+- `kzoo.distribution`: data and model parallel training on existing engines
+  (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations by name; every model's
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
 """
 
-from kzoo import data, layers
+from kzoo import data, distribution, layers
 from kzoo.data import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
@@ -41,6 +49,18 @@ from kzoo.models.bert import (
     pretraining_phases,
     squad_metrics,
 )
+from kzoo.models.transformer import (
+    CheckpointAveraging,
+    LabelSmoothedCrossEntropy,
+    Transformer,
+    TransformerPreprocessor,
+    TransformerSchedule,
+    TransformerTokenizer,
+    average_checkpoints,
+    corpus_bleu,
+    perplexity,
+    transformer_optimizer,
+)
 from kzoo.presets import list_presets
 
 __version__ = "0.1.0"
@@ -60,14 +80,25 @@ __all__ = [
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",
+    "CheckpointAveraging",
+    "LabelSmoothedCrossEntropy",
     "LinearWarmupLinearDecay",
+    "Transformer",
+    "TransformerPreprocessor",
+    "TransformerSchedule",
+    "TransformerTokenizer",
+    "average_checkpoints",
     "bert_finetuning_optimizer",
     "bert_pretraining_optimizer",
+    "corpus_bleu",
     "data",
+    "distribution",
     "entity_f1",
     "layers",
     "learn_wordpiece_vocabulary",
     "list_presets",
+    "perplexity",
     "pretraining_phases",
     "squad_metrics",
+    "transformer_optimizer",
 ]

@@ -29,3 +29,6 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
         namespace["restored"].predict(["The cat sat."], verbose=0), namespace["classifier"].predict(["The cat sat."], verbose=0), atol=1e-6
     )
     assert namespace["model"].preprocessor.sequence_length == 64
+    assert tuple(namespace["tokens"].shape) == (1, 8)
+    x, labels = namespace["x"], namespace["labels"]
+    np.testing.assert_array_equal(np.asarray(x["decoder_token_ids"])[:, 1:], np.asarray(labels)[:, :-1])

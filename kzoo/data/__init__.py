@@ -5,11 +5,14 @@
 - `pretraining_dataset`: the whole pre-training pipeline, tokenize → NSP pairs →
   pack → MLM masking → batch, built from `tokenize_documents`,
   `sentence_pairs`, `pack_segments` and `mask_language_model`.
+- `batch_by_length`: batches of similar-length sequences within a token
+  budget (Transformer sec. 5.1).
 - `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
   examples as sharded TFRecords in google-research/bert's format.
 """
 
 from kzoo.data.documents import read_documents, read_text_files
+from kzoo.data.length_batching import batch_by_length, length_boundaries
 from kzoo.data.masked_lm import mask_language_model
 from kzoo.data.pretraining_dataset import (
     default_max_predictions,
@@ -29,6 +32,8 @@ from kzoo.data.sentence_pairs import (
 from kzoo.data.wordpiece_vocabulary import learn_wordpiece_vocabulary
 
 __all__ = [
+    "batch_by_length",
+    "length_boundaries",
     "SentencePairs",
     "TokenizedCorpus",
     "default_max_predictions",

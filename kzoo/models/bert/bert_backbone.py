@@ -6,8 +6,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo import presets
 from kzoo.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
+from kzoo.models.functional_backbone import FunctionalBackbone
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -57,7 +57,7 @@ def encode(
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertBackbone(keras.Model):
+class BertBackbone(FunctionalBackbone, keras.Model):
     """BERT: a bidirectional post-LN Transformer encoder (BERT sec. 3).
 
     Input representation (sec. 3, Figure 2): token (WordPiece) + segment (A/B)
@@ -126,6 +126,19 @@ class BertBackbone(keras.Model):
     >>> len(outputs["hidden_states"])
     3
     """
+
+    config_fields = (
+        "vocabulary_size",
+        "num_layers",
+        "num_heads",
+        "hidden_dim",
+        "intermediate_dim",
+        "dropout",
+        "max_sequence_length",
+        "num_segments",
+        "activation",
+        "layer_norm_epsilon",
+    )
 
     def __init__(
         self,
@@ -201,24 +214,7 @@ class BertBackbone(keras.Model):
             "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
         }
         super().__init__(inputs=inputs, outputs=encode(layers, inputs), dtype=dtype, **kwargs)
-        if dtype is not None:
-            # The functional constructor drops `dtype`; without this the model's
-            # own policy (and so `get_config()["dtype"]`) stays float32.
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-        for name, layer in vars(layers).items():
-            setattr(self, name, layer)
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.num_segments = num_segments
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self._adopt(layers, dtype, locals())
 
     def __call__(self, inputs, *args, **kwargs):
         # Defaults are filled before Keras checks the inputs against the graph's.
@@ -259,66 +255,3 @@ class BertBackbone(keras.Model):
             "segment_ids": inputs.get("segment_ids", like.zeros_like(token_ids)),
             "padding_mask": inputs.get("padding_mask", like.ones_like(token_ids)),
         }
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """A backbone from a built-in preset name or a preset directory;
-        keyword arguments override its config (BERT sec. 3, Table 6 sizes).
-
-        A name gives the architecture with random weights (a warning says
-        so); unknown names raise a `ValueError` listing close matches, see
-        `kzoo.list_presets("bert")`. A directory written by `save_to_preset`
-        (str or `os.PathLike`) gives the saved backbone with its weights.
-
-        Example:
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore")
-        ...     backbone = BertBackbone.from_preset("bert_tiny", max_sequence_length=128)
-        >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
-        (2, 128, 128)
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `config.json`, `model.weights.h5` and `metadata.json` into
-        `preset_dir`, KerasHub's layout (BERT sec. 3.2: fine-tuning starts from
-        the saved parameters); `from_preset(preset_dir)` loads them back.
-
-        Example:
-
-        >>> import tempfile
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
-        >>> path = tempfile.mkdtemp()
-        >>> backbone.save_to_preset(path)
-        >>> restored = BertBackbone.from_preset(path)
-        >>> restored.get_config() == backbone.get_config()
-        True
-        """
-        presets.save_backbone(self, preset_dir)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "max_sequence_length": self.max_sequence_length,
-            "num_segments": self.num_segments,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

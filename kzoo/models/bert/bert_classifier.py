@@ -2,8 +2,7 @@
 
 import keras
 
-from kzoo.models.bert.bert_backbone import bert_initializer
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -65,19 +64,11 @@ class BertClassifier(BertTask):
                 f"regression); got {num_classes!r}."
             )
         # === Layers ===
-        head_dropout = keras.layers.Dropout(dropout, name="classifier_dropout")
-        head = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=bert_initializer(),
-            dtype=backbone.dtype_policy,
-            name="logits",
-        )
+        head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
         inputs = backbone_inputs()
-        pooled = backbone(inputs)["pooled_output"]
-        outputs = keras.layers.Activation("linear", dtype="float32", name="float32_logits")(
-            head(head_dropout(pooled))
-        )
+        pooled = backbone(inputs)["pooled_output"]  # (batch, H)
+        outputs = float32_logits(head(head_dropout(pooled)))  # (batch, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.num_classes = num_classes
         self.dropout = dropout

@@ -3,9 +3,8 @@
 import keras
 from keras import ops
 
-from kzoo.models.bert.bert_backbone import bert_initializer
 from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
 
 
 class _FoldChoices(keras.layers.Layer):
@@ -69,15 +68,11 @@ class BertMultipleChoice(BertTask):
             raise ValueError(f"num_choices must be an int >= 2 (4 for SWAG); got {num_choices!r}.")
         # === Layers ===
         fold = _FoldChoices(name="fold_choices")
-        head_dropout = keras.layers.Dropout(dropout, name="choice_dropout")
-        head = keras.layers.Dense(
-            1, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="choice_score"
-        )
+        head_dropout, head = dense_head(backbone, 1, dropout, "choice_dropout", "choice_score")
         # === Functional model ===
         inputs = backbone_inputs(leading_shape=(num_choices,))
         pooled = backbone({name: fold(tensor) for name, tensor in inputs.items()})["pooled_output"]
-        scores = ops.reshape(head(head_dropout(pooled)), (-1, num_choices))
-        outputs = keras.layers.Activation("linear", dtype="float32", name="float32_logits")(scores)
+        outputs = float32_logits(ops.reshape(head(head_dropout(pooled)), (-1, num_choices)))
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.num_choices = num_choices
         self.dropout = dropout

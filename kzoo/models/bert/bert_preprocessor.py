@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kzoo import presets
+from kzoo.preprocessor_parts import PreprocessorWithTokenizer
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
 
 
@@ -94,7 +94,7 @@ def pack_segments(segments, tokenizer, sequence_length):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPreprocessor:
+class BertPreprocessor(PreprocessorWithTokenizer):
     """Tokenizes and packs text into `{token_ids, segment_ids, padding_mask}` (BERT sec. 3).
 
     One segment becomes `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`;
@@ -163,47 +163,3 @@ class BertPreprocessor:
             segments = [keep_first(segments[0], keep_a), keep_first(segments[1], keep_b)]
         outputs = pack_segments(segments, self.tokenizer, self.sequence_length)
         return {k: v[0] for k, v in outputs.items()} if scalar else outputs
-
-    def get_config(self):
-        return {
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-            "sequence_length": self.sequence_length,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config["tokenizer"], dict):
-            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """The preprocessor saved in a preset directory, with its tokenizer;
-        keyword arguments (`sequence_length`) override its config (BERT sec. 3).
-
-        Example:
-
-        >>> import tempfile
-        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]
-        >>> path = tempfile.mkdtemp()
-        >>> BertPreprocessor(BertTokenizer(vocabulary), sequence_length=8).save_to_preset(path)
-        >>> BertPreprocessor.from_preset(path, sequence_length=4)("hi hi hi")["token_ids"].numpy().tolist()
-        [2, 5, 5, 3]
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into
-        `preset_dir` (KerasHub's layout; BERT sec. 3 packing).
-
-        Example:
-
-        >>> import os, tempfile
-        >>> path = tempfile.mkdtemp()
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-        >>> BertPreprocessor(tokenizer, sequence_length=8).save_to_preset(path)
-        >>> sorted(os.listdir(path))
-        ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
-        """
-        presets.save_preprocessor(self, preset_dir)

@@ -30,7 +30,8 @@ import keras
 from keras import ops
 
 from kzoo import presets
-from kzoo.models.bert.bert_backbone import INPUT_NAMES, BertBackbone, bert_initializer
+from kzoo.distribution import replica_loss
+from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
 from kzoo.models.bert.model_parts import ModelWithParts
@@ -159,7 +160,12 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
     def task_losses(self, y, y_pred):
         """`{"mlm_loss", "nsp_loss"}`: the weighted mean masked-LM cross-entropy
         over the real predictions, sum(w * CE) / sum(w), and the mean NSP
-        cross-entropy (A.2), computed in float32."""
+        cross-entropy (A.2), computed in float32. Under data parallelism on
+        TensorFlow or torch each replica normalises by its own predictions and
+        the engine averages the replicas' gradients, as the original BERT did
+        on TPU pods (per-core losses, `CrossShardOptimizer`); JAX computes the
+        global batch as one program. Both equal one device on the global batch
+        when the replicas hold equally many predictions (`kzoo.distribution`)."""
         self._check_labels(y)
         weights = ops.cast(y["mask_weights"], "float32")
         mlm = ops.sparse_categorical_crossentropy(
@@ -179,7 +185,10 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
                 f"{type(self).__name__} does not take `sample_weight`/`class_weight`: "
                 "weight masked-LM predictions with labels['mask_weights']."
             )
-        total = sum(self.task_losses(y, y_pred).values())
+        # Under a tf.distribute strategy Keras sums the replicas' gradients: each
+        # replica contributes its share of the mean (Keras' TF trainer scales
+        # `self.losses` in `_aggregate_additional_loss` the same way).
+        total = replica_loss(sum(self.task_losses(y, y_pred).values()))
         return total + sum(self._aggregate_additional_loss(loss) for loss in self.losses)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):

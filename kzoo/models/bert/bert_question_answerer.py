@@ -9,7 +9,7 @@ from kzoo.models.bert.bert_question_answerer_preprocessor import (
     FEATURES,
     BertQuestionAnswererPreprocessor,
 )
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs, float32_logits
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
 
 # The preprocessor's labels, keyed by the output each one scores.
@@ -106,10 +106,7 @@ class BertQuestionAnswerer(BertTask):
         sequence = backbone(inputs)["sequence_output"]  # T: (windows, seq, H)
         logits = head(sequence)  # (windows, seq, 2): S·T_i and E·T_i
         spans = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
-        outputs = {
-            name: keras.layers.Activation("linear", dtype="float32", name=name)(tensor)
-            for name, tensor in spans.items()
-        }
+        outputs = {name: float32_logits(tensor, name) for name, tensor in spans.items()}
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.span_logits = head
 

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo import presets
+from kzoo.preprocessor_parts import PreprocessorWithTokenizer
 from kzoo.models.bert.bert_preprocessor import keep_first, pack_segments
 from kzoo.models.bert.bert_tokenizer import to_string_tensor
 
@@ -53,7 +53,7 @@ def _char_offsets(byte_offsets, contexts):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertQuestionAnswererPreprocessor:
+class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
     """Windows of `[CLS] question [SEP] context [SEP]` and answer-span labels
     for SQuAD (BERT sec. 4.2 and sec. 4.3), as in google-research's `run_squad.py`.
 
@@ -101,6 +101,8 @@ class BertQuestionAnswererPreprocessor:
     >>> y["start_positions"].numpy().tolist(), y["end_positions"].numpy().tolist()
     ([5, 4, 0, 0], [5, 4, 0, 0])
     """
+
+    config_fields = ("sequence_length", "document_stride", "max_question_length")
 
     def __init__(self, tokenizer, sequence_length=384, document_stride=128, max_question_length=64):
         if document_stride < 1 or max_question_length < 1:
@@ -302,54 +304,3 @@ class BertQuestionAnswererPreprocessor:
                 "start_positions": tf.cast(tf.where(inside, first + layout["offset"], 0), tf.int32),
                 "end_positions": tf.cast(tf.where(inside, last + layout["offset"], 0), tf.int32),
             }
-
-    # === Serialization ===
-
-    def get_config(self):
-        return {
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-            "sequence_length": self.sequence_length,
-            "document_stride": self.document_stride,
-            "max_question_length": self.max_question_length,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config["tokenizer"], dict):
-            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """The preprocessor saved in a preset directory, with its tokenizer;
-        keyword arguments (`sequence_length`, `document_stride`,
-        `max_question_length`) override its config (BERT sec. 4.2).
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertTokenizer
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
-        >>> path = tempfile.mkdtemp()
-        >>> BertQuestionAnswererPreprocessor(tokenizer, 16, 4, 4).save_to_preset(path)
-        >>> BertQuestionAnswererPreprocessor.from_preset(path, document_stride=2).document_stride
-        2
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into
-        `preset_dir` (KerasHub's layout; BERT sec. 4.2 SQuAD packing).
-
-        Example:
-
-        >>> import os, tempfile
-        >>> from kzoo import BertTokenizer
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-        >>> path = tempfile.mkdtemp()
-        >>> BertQuestionAnswererPreprocessor(tokenizer).save_to_preset(path)
-        >>> sorted(os.listdir(path))
-        ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
-        """
-        presets.save_preprocessor(self, preset_dir)

@@ -24,12 +24,11 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
-import tqdm
 
 from kzoo import presets
+from kzoo.data import task_inputs
 from kzoo.jax_state_recovery import keep_state_on_error
-from kzoo.models.bert.bert_backbone import INPUT_NAMES
+from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer
 from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
@@ -37,7 +36,6 @@ from kzoo.models.bert.model_parts import ModelWithParts
 
 DEFAULT_BATCH_SIZE = 32  # sec. A.3: batch 16 or 32
 DEFAULT_SEQUENCE_LENGTH = 512
-PREPROCESSING_CHUNK = 4096  # texts packed per eager preprocessor call
 
 
 def backbone_inputs(leading_shape=()):
@@ -49,49 +47,40 @@ def backbone_inputs(leading_shape=()):
     }
 
 
-def _to_tensor(value):
-    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists)."""
-    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
-        return value
-    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
-        if len({len(row) for row in value}) > 1:
-            return tf.ragged.constant([list(row) for row in value])
-    array = np.asarray(value)
-    if array.dtype == object or array.dtype.kind == "U":
-        array = array.astype(str).astype(object)
-    return tf.constant(array)
+def dense_head(backbone, units, dropout, dropout_name, dense_name):
+    """The new parameters of a fine-tuning head (BERT sec. 4.1: "the only new
+    parameters introduced during fine-tuning are classification layer weights
+    W ∈ R^{K×H}"): `(Dropout(dropout), Dense(units))` in the backbone's dtype,
+    with BERT's initializer; apply them with `float32_logits(dense(drop(x)))`.
+
+    Example:
+
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> drop, dense = dense_head(backbone, 3, 0.1, "classifier_dropout", "logits")
+    >>> drop.rate, dense.units, dense.name
+    (0.1, 3, 'logits')
+    """
+    return (
+        keras.layers.Dropout(dropout, name=dropout_name),
+        keras.layers.Dense(
+            units, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name=dense_name
+        ),
+    )
 
 
-def _structure_to_tensors(value):
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return tuple(_to_tensor(v) for v in value)
-    return _to_tensor(value)
+def float32_logits(tensor, name="float32_logits"):
+    """`tensor` cast to float32 by a named layer: task logits stay float32
+    under mixed precision, for a stable softmax and loss (BERT sec. 4).
 
+    Example:
 
-def _length(value):
-    first = value[0] if isinstance(value, tuple) else value
-    return int(first.shape[0]) if not isinstance(first, tf.RaggedTensor) else int(first.nrows())
-
-
-def _rows(value, start, stop):
-    """Rows `start:stop` of an array, a tuple of arrays or None."""
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return tuple(_rows(v, start, stop) for v in value)
-    return value[start:stop]
-
-
-def _split(value, cut):
-    """`(value[:cut], value[cut:])` for an array, a tuple of arrays or None."""
-    if value is None:
-        return None, None
-    if isinstance(value, tuple):
-        parts = [_split(v, cut) for v in value]
-        return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-    return value[:cut], value[cut:]
+    >>> tensor = keras.Input(shape=(3,), dtype="float16")
+    >>> keras.backend.standardize_dtype(float32_logits(tensor).dtype)
+    'float32'
+    """
+    return keras.layers.Activation("linear", dtype="float32", name=name)(tensor)
 
 
 class BertTask(ModelWithParts, keras.Model):
@@ -185,23 +174,9 @@ class BertTask(ModelWithParts, keras.Model):
     def _check_labels(self, labels, packed):
         """A `ValueError` for in-memory labels outside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        if bounds is None or labels is None:
-            return
-        labels = labels[0] if isinstance(labels, tuple) else labels
-        values = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
-        values = np.asarray(values)
-        if values.size == 0:
-            return
-        if values.dtype.kind not in "iu" and not np.all(np.mod(values, 1) == 0):
-            raise ValueError(
-                f"{type(self).__name__} takes integer class ids as labels; got values such as "
-                f"{values.ravel()[:3].tolist()}."
-            )
-        self._raise_if_out_of_bounds(int(values.min()), int(values.max()), bounds)
-
-    def _raise_if_out_of_bounds(self, low, high, bounds):
-        if low < bounds[0] or high >= bounds[1]:
-            raise ValueError(self._bounds_message(bounds) + f" Got labels from {low} to {high}.")
+        found = None if bounds is None else task_inputs.label_range(labels)
+        if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
+            raise ValueError(self._bounds_message(bounds) + f" Got labels from {found[0]} to {found[1]}.")
 
     def _bounds_message(self, bounds):
         return (
@@ -217,15 +192,7 @@ class BertTask(ModelWithParts, keras.Model):
         bounds = self.label_bounds(packed)
         if bounds is None or labels is None:
             return labels
-        first = labels[0] if isinstance(labels, tuple) else labels
-        values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
-        values = tf.cast(values, tf.int64)
-        checks = [
-            tf.debugging.assert_greater_equal(values, tf.cast(bounds[0], tf.int64), message=self._bounds_message(bounds)),
-            tf.debugging.assert_less(values, tf.cast(bounds[1], tf.int64), message=self._bounds_message(bounds)),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.nest.map_structure(tf.identity, labels)
+        return task_inputs.assert_labels_in(labels, bounds, self._bounds_message(bounds))
 
     def _check_packed(self, x):
         """Packed inputs in memory: keys and token ids checked (compiled JAX
@@ -246,36 +213,21 @@ class BertTask(ModelWithParts, keras.Model):
         defaults = {"segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
         return {**defaults, **x}
 
-    def _prepare(self, x, y, sample_weight, batch_size, shuffle):
-        """Keras `fit`/`evaluate`/`predict` arguments, raw text turned into a
-        preprocessed `tf.data.Dataset`."""
-        if isinstance(x, tf.data.Dataset):
-            return {"x": self._preprocess_dataset(x), "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+    def _prepare(self, x, y, sample_weight, batch_size):
+        """Keras `fit`/`evaluate`/`predict` arguments, raw text packed."""
+        arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+        if task_inputs.is_dataset(x):
+            return {**arguments, "x": self._preprocess_dataset(x)}
         if isinstance(x, dict) and "token_ids" in x:
-            self._check_labels(_structure_to_tensors(y), packed=True)
-            return {"x": self._check_packed(x), "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+            self._check_labels(task_inputs.to_tensors(y), packed=True)
+            return {**arguments, "x": self._check_packed(x)}
         if x is None:
-            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+            return arguments
         self._require_preprocessor()
-        x, y = _structure_to_tensors(x), _structure_to_tensors(y)
+        x, y = task_inputs.to_tensors(x), task_inputs.to_tensors(y)
         self._check_labels(y, packed=False)
-        x, y, sample_weight = self._preprocess_in_memory(x, y, _structure_to_tensors(sample_weight))
-        return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
-
-    def _preprocess_in_memory(self, x, y, sample_weight):
-        """Raw text in memory, packed by the preprocessor in eager TensorFlow,
-        chunk by chunk (one vectorised call per chunk: much faster than
-        tracing a `tf.data` map for every `fit`/`predict` call)."""
-        length = _length(x)
-        starts = range(0, length, PREPROCESSING_CHUNK)
-        chunks = []
-        for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
-            part = [_rows(value, start, start + PREPROCESSING_CHUNK) for value in (x, y, sample_weight)]
-            packed = keras.utils.unpack_x_y_sample_weight(self.preprocessor(*part))
-            chunks.append(keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), packed))
-        if len(chunks) == 1:
-            return chunks[0]
-        return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
+        packed = task_inputs.pack_in_memory(self.preprocessor, x, y, task_inputs.to_tensors(sample_weight))
+        return {**arguments, **dict(zip(("x", "y", "sample_weight"), packed))}
 
     def _preprocess_dataset(self, dataset):
         spec = dataset.element_spec
@@ -285,18 +237,14 @@ class BertTask(ModelWithParts, keras.Model):
                 return dataset
             return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, packed=True), *w))
         self._require_preprocessor()
-        first = x_spec[0] if isinstance(x_spec, tuple) else x_spec
-        if getattr(first, "shape", None) is not None and first.shape.rank == 0:
+        if not task_inputs.is_batched_text(spec):
             raise ValueError(
                 f"{type(self).__name__} takes batched datasets: call `dataset.batch(32)` first "
                 "(BERT fine-tunes with batches of 16 or 32)."
             )
-
-        def preprocess(*element):
-            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
-            return self.preprocessor(x, self._assert_labels(y, packed=False), sample_weight)
-
-        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return task_inputs.map_dataset(
+            dataset, lambda x, y, w: self.preprocessor(x, self._assert_labels(y, packed=False), w)
+        )
 
     def _require_preprocessor(self):
         if self.preprocessor is None:
@@ -313,21 +261,19 @@ class BertTask(ModelWithParts, keras.Model):
             validation_data=None, shuffle=True, sample_weight=None, **kwargs):
         """`keras.Model.fit`, also on raw text (see the module docstring);
         `validation_split` works for raw text in memory too (the last fraction)."""
-        raw = x is not None and not isinstance(x, (tf.data.Dataset, dict))
+        raw = x is not None and not isinstance(x, dict) and not task_inputs.is_dataset(x)
         if validation_split and raw and validation_data is None:
-            x_tensors, y_tensors = _structure_to_tensors(x), _structure_to_tensors(y)
-            cut = int(_length(x_tensors) * (1.0 - validation_split))
-            (x, x_val), (y, y_val) = _split(x_tensors, cut), _split(y_tensors, cut)
+            (x, x_val), (y, y_val) = (task_inputs.split_rows(task_inputs.to_tensors(v), validation_split) for v in (x, y))
             validation_data, validation_split = (x_val, y_val), 0.0
         if not self.compiled:
             self.compile()
-        train = self._prepare(x, y, sample_weight, batch_size, shuffle)
+        train = self._prepare(x, y, sample_weight, batch_size)
         if validation_data is not None:
             validation = keras.utils.unpack_x_y_sample_weight(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
-            prepared = self._prepare(*validation, batch_size, shuffle=False)
+            prepared = self._prepare(*validation, batch_size)
             validation_data = prepared["x"] if prepared["y"] is None else (prepared["x"], prepared["y"])
         self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
-        shuffle = shuffle and not isinstance(train["x"], tf.data.Dataset)  # shuffled above
+        shuffle = shuffle and not task_inputs.is_dataset(train["x"])  # a dataset shuffles itself
         with keep_state_on_error(self):
             return super().fit(
                 **train, epochs=epochs, validation_split=validation_split,
@@ -338,13 +284,13 @@ class BertTask(ModelWithParts, keras.Model):
         """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
         if not self.compiled:
             self.compile()
-        prepared = self._prepare(x, y, sample_weight, batch_size, shuffle=False)
+        prepared = self._prepare(x, y, sample_weight, batch_size)
         with keep_state_on_error(self):
             return super().evaluate(**prepared, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
         """`keras.Model.predict`, also on raw text (see the module docstring)."""
-        prepared = self._prepare(x, None, None, batch_size, shuffle=False)
+        prepared = self._prepare(x, None, None, batch_size)
         with keep_state_on_error(self):
             return super().predict(prepared["x"], batch_size=prepared["batch_size"], **kwargs)
 
@@ -381,9 +327,8 @@ class BertTask(ModelWithParts, keras.Model):
         self._scheduled_optimizer_pending = False
         if steps_per_epoch is None:
             data = train["x"]
-            if isinstance(data, tf.data.Dataset):
-                cardinality = int(data.cardinality())
-                steps_per_epoch = cardinality if cardinality > 0 else None
+            if task_inputs.is_dataset(data):
+                steps_per_epoch = task_inputs.known_length(data)
             elif isinstance(data, dict):
                 steps_per_epoch = math.ceil(len(data["token_ids"]) / (train["batch_size"] or DEFAULT_BATCH_SIZE))
         if steps_per_epoch is None:

@@ -4,8 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.models.bert.bert_backbone import bert_initializer
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
 from kzoo.models.bert.bert_token_classifier_preprocessor import (
     IGNORED_LABEL,
     BertTokenClassifierPreprocessor,
@@ -133,19 +132,11 @@ class BertTokenClassifier(BertTask):
                     f"(num_classes={num_classes}); got {tags!r:.200}."
                 )
         # === Layers ===
-        head_dropout = keras.layers.Dropout(dropout, name="classifier_dropout")
-        head = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=bert_initializer(),
-            dtype=backbone.dtype_policy,
-            name="logits",
-        )
+        head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
         inputs = backbone_inputs()
         sequence = backbone(inputs)["sequence_output"]  # (batch, seq, H)
-        outputs = keras.layers.Activation("linear", dtype="float32", name="float32_logits")(
-            head(head_dropout(sequence))
-        )  # (batch, seq, K)
+        outputs = float32_logits(head(head_dropout(sequence)))  # (batch, seq, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.num_classes = num_classes
         self.dropout = dropout

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo import presets
+from kzoo.preprocessor_parts import PreprocessorWithTokenizer
 from kzoo.models.bert.bert_preprocessor import keep_first, pack_segments
 from kzoo.models.bert.bert_tokenizer import to_string_tensor
 
@@ -85,7 +85,7 @@ def _require(condition, message, tensor):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifierPreprocessor:
+class BertTokenClassifierPreprocessor(PreprocessorWithTokenizer):
     """Packs sentences given as words, with one label per word, for token
     classification: the label goes to the word's first sub-token (BERT sec. 5.3).
 
@@ -236,50 +236,3 @@ class BertTokenClassifierPreprocessor:
         ignored = tf.RaggedTensor.from_tensor(tf.fill([token_labels.nrows(), 1], IGNORED_LABEL))
         packed = tf.concat([ignored, token_labels, ignored], axis=1)  # [CLS] labels [SEP]
         return packed.to_tensor(IGNORED_LABEL, shape=[None, self.sequence_length])
-
-    def get_config(self):
-        return {
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-            "sequence_length": self.sequence_length,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config["tokenizer"], dict):
-            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """The preprocessor saved in a preset directory, with its tokenizer;
-        keyword arguments (`sequence_length`) override its config (BERT sec. 5.3).
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertTokenizer
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
-        >>> path = tempfile.mkdtemp()
-        >>> BertTokenClassifierPreprocessor(tokenizer, sequence_length=8).save_to_preset(path)
-        >>> revived = BertTokenClassifierPreprocessor.from_preset(path, sequence_length=4)
-        >>> revived([["hi", "hi", "hi"]])["token_ids"].numpy().tolist()
-        [[2, 5, 5, 3]]
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into
-        `preset_dir` (KerasHub's layout; BERT sec. 5.3 token classification).
-
-        Example:
-
-        >>> import os, tempfile
-        >>> from kzoo import BertTokenizer
-        >>> path = tempfile.mkdtemp()
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-        >>> BertTokenClassifierPreprocessor(tokenizer).save_to_preset(path)
-        >>> sorted(os.listdir(path))
-        ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
-        """
-        presets.save_preprocessor(self, preset_dir)

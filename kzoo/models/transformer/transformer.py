@@ -8,7 +8,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo import presets
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
 from kzoo.layers import (
     PositionEmbedding,
@@ -17,6 +16,7 @@ from kzoo.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
+from kzoo.models.functional_backbone import FunctionalBackbone
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
 POSITION_ENCODINGS = ("sinusoidal", "learned")
@@ -64,7 +64,7 @@ def vocabulary_logits(layers, x):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(keras.Model):
+class Transformer(FunctionalBackbone, keras.Model):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is
@@ -140,6 +140,25 @@ class Transformer(keras.Model):
     (1, 4)
     """
 
+    config_fields = (
+        "vocabulary_size",
+        "num_layers",
+        "hidden_dim",
+        "intermediate_dim",
+        "num_heads",
+        "key_dim",
+        "value_dim",
+        "dropout",
+        "label_smoothing",
+        "position_encoding",
+        "max_sequence_length",
+        "activation",
+        "layer_norm_epsilon",
+        "padding_id",
+        "start_id",
+        "end_id",
+    )
+
     def __init__(
         self,
         vocabulary_size=37000,
@@ -208,29 +227,7 @@ class Transformer(keras.Model):
         memory = encode(layers, inputs["encoder_token_ids"], padding_id)
         logits = decode(layers, inputs["decoder_token_ids"], memory, inputs["encoder_token_ids"], padding_id)
         super().__init__(inputs=inputs, outputs=logits, dtype=dtype, **kwargs)
-        if dtype is not None:
-            # The functional constructor drops `dtype` (see BertBackbone).
-            self.dtype_policy = keras.dtype_policies.get(dtype)
-        for name, layer in vars(layers).items():
-            setattr(self, name, layer)
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.label_smoothing = label_smoothing
-        self.position_encoding = position_encoding
-        self.max_sequence_length = max_sequence_length
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.padding_id = padding_id
-        self.start_id = start_id
-        self.end_id = end_id
+        self._adopt(layers, dtype, locals())
 
     # === Forward pass ===
 
@@ -477,78 +474,6 @@ class Transformer(keras.Model):
         self.compile(**keras.saving.deserialize_keras_object(config))
         if self.built:
             self.optimizer.build(self.trainable_variables)
-
-    # === Presets and config ===
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """A Transformer from a built-in preset name (Table 3: "transformer_base",
-        "transformer_big", one per row variation) or a preset directory;
-        keyword arguments override its config.
-
-        A name gives the architecture with random weights (a warning says
-        so); unknown names raise a `ValueError` listing close matches, see
-        `kzoo.list_presets("transformer")`. A directory written by
-        `save_to_preset` gives the saved model with its weights.
-
-        Example:
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore")
-        ...     model = Transformer.from_preset("transformer_base", vocabulary_size=100,
-        ...                                     num_layers=1, intermediate_dim=64)
-        >>> model.hidden_dim, model.num_heads, model.dropout, model.label_smoothing
-        (512, 8, 0.1, 0.1)
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `config.json`, `model.weights.h5` and `metadata.json` into
-        `preset_dir` (KerasHub's layout); `from_preset(preset_dir)` loads them
-        back, e.g. a model trained with the recipe of sec. 5.
-
-        Example:
-
-        >>> import tempfile
-        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
-        ...                     intermediate_dim=16, num_heads=2)
-        >>> path = tempfile.mkdtemp()
-        >>> model.save_to_preset(path)
-        >>> Transformer.from_preset(path).get_config() == model.get_config()
-        True
-        """
-        presets.save_backbone(self, preset_dir)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "dropout": self.dropout,
-            "label_smoothing": self.label_smoothing,
-            "position_encoding": self.position_encoding,
-            "max_sequence_length": self.max_sequence_length,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "padding_id": self.padding_id,
-            "start_id": self.start_id,
-            "end_id": self.end_id,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
 
 def position_layer(position_encoding, max_sequence_length, hidden_dim, dtype, name):

@@ -9,11 +9,11 @@ eagerly, its outputs feed `kzoo.Transformer` on TensorFlow, JAX or PyTorch.
 import keras
 import tensorflow as tf
 
-from kzoo import presets
+from kzoo.preprocessor_parts import PreprocessorWithTokenizer
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class TransformerPreprocessor:
+class TransformerPreprocessor(PreprocessorWithTokenizer):
     """Tokenizes translation pairs into the Transformer's inputs and labels (sec. 3, Figure 1).
 
     With `full = [BOS] + target ids + [EOS]`:
@@ -63,6 +63,8 @@ class TransformerPreprocessor:
     >>> x["encoder_token_ids"].numpy().tolist(), x["decoder_token_ids"].numpy().tolist(), y.numpy().tolist()
     ([4, 5, 6, 3], [2, 6], [6, 3])
     """
+
+    config_fields = ("source_length", "target_length", "pad")
 
     def __init__(self, tokenizer, source_length=256, target_length=256, pad=True):
         if source_length < 2 or target_length < 1:
@@ -123,49 +125,3 @@ class TransformerPreprocessor:
         if self.pad:
             ids = ids.to_tensor(default_value=self.tokenizer.padding_id, shape=[None, length])
         return ids[0] if scalar else ids
-
-    # === Serialization and presets ===
-
-    def get_config(self):
-        return {
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-            "source_length": self.source_length,
-            "target_length": self.target_length,
-            "pad": self.pad,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config["tokenizer"], dict):
-            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """The preprocessor saved in a preset directory, with its tokenizer
-        (sec. 5.1's shared vocabulary); keyword arguments override its config.
-
-        >>> import tempfile
-        >>> from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
-        >>> path = tempfile.mkdtemp()
-        >>> tokenizer = TransformerTokenizer(["[PAD]", "[UNK]", "[BOS]", "[EOS]", "hi"])
-        >>> TransformerPreprocessor(tokenizer, source_length=8).save_to_preset(path)
-        >>> TransformerPreprocessor.from_preset(path, source_length=3)("hi hi hi").numpy().tolist()
-        [4, 4, 3]
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir):
-        """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary
-        (`assets/tokenizer/vocabulary.txt`) into `preset_dir` (KerasHub's layout).
-
-        >>> import os, tempfile
-        >>> from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
-        >>> path = tempfile.mkdtemp()
-        >>> tokenizer = TransformerTokenizer(["[PAD]", "[UNK]", "[BOS]", "[EOS]"])
-        >>> TransformerPreprocessor(tokenizer).save_to_preset(path)
-        >>> sorted(os.listdir(path))
-        ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
-        """
-        presets.save_preprocessor(self, preset_dir)

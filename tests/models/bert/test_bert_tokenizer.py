@@ -135,7 +135,6 @@ def test_offsets_point_at_substrings():
 
 def test_input_types_and_dense_output():
     tokenizer = kzoo.BertTokenizer(SMALL)
-    expected = [[5, 6], [7, 8, 9]]
     for inputs in (["the cafe", "is open un"], np.array(["the cafe", "is open un"]),
                    np.array([b"the cafe", b"is open un"]), tf.constant(["the cafe", "is open un"])):
         out = tokenizer(inputs)
