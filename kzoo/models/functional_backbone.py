@@ -64,10 +64,12 @@ class FunctionalBackbone:
         """
         return presets.from_preset_for(cls, preset, **overrides)
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, format="kzoo"):
         """Saves `config.json`, `model.weights.h5` and `metadata.json` into
         `preset_dir`, KerasHub's layout (BERT sec. 3.2: fine-tuning starts
         from the saved parameters); `from_preset(preset_dir)` loads them back.
+        A BERT backbone also exports with `format="huggingface"` (`config.json`
+        and `model.safetensors`, which `transformers.BertModel` loads).
 
         Example:
 
@@ -79,8 +81,9 @@ class FunctionalBackbone:
         >>> backbone.save_to_preset(path)
         >>> BertBackbone.from_preset(path).get_config() == backbone.get_config()
         True
+        >>> backbone.save_to_preset(tempfile.mkdtemp(), format="huggingface")
         """
-        presets.save_backbone(self, preset_dir)
+        presets.save_backbone(self, preset_dir, format=format)
 
     def get_config(self):
         return {

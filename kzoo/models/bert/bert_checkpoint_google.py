@@ -3,7 +3,7 @@
 A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
 `bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
 variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
-`bert_checkpoints.TABLE`) and `vocab.txt`. Fine-tuned checkpoints from
+the table in `bert_checkpoints`) and `vocab.txt`. Fine-tuned checkpoints from
 `run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add `output_weights`
 or `cls/squad/output_weights`.
 

@@ -6,7 +6,7 @@ A directory holds `config.json` (`model_type: "bert"`), the weights as
 tokenizer as `vocab.txt` and/or `tokenizer.json` with `tokenizer_config.json`.
 `hf://owner/name` handles are downloaded with `huggingface_hub`.
 
-Tensor names are those of `bert_checkpoints.TABLE` without the `bert.` prefix
+Tensor names are those of the table in `bert_checkpoints` without the `bert.` prefix
 that task classes add; old checkpoints' `LayerNorm.gamma`/`beta` are read as
 `weight`/`bias`.
 """
@@ -160,7 +160,17 @@ def _head_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
-    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None."""
+    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None (BERT sec. 3).
+
+    >>> import json, os, tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> with open(os.path.join(directory, "tokenizer.json"), "w") as f:
+    ...     json.dump({"normalizer": {"type": "BertNormalizer", "lowercase": False},
+    ...                "model": {"vocab": {"[PAD]": 0, "[UNK]": 1, "hi": 2}}}, f)
+    >>> config = tokenizer_config(directory)
+    >>> config["vocabulary"], config["lowercase"]
+    (['[PAD]', '[UNK]', 'hi'], False)
+    """
     settings = {}
     config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
     if os.path.isfile(config_path):
@@ -186,7 +196,7 @@ def tokenizer_config(directory):
 
 
 def _normalized(name):
-    """A tensor name as `bert_checkpoints.TABLE` writes it."""
+    """A tensor name as the table in `bert_checkpoints` writes it."""
     name = name[len("bert."):] if name.startswith("bert.") else name
     if "LayerNorm." in name:
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
@@ -267,7 +277,16 @@ def _pytorch(path):
 
 
 def config_from(model, backbone, task, tokenizer):
-    """The Hugging Face `config.json` of a kzoo model (the inverse of `backbone_config`)."""
+    """The Hugging Face `config.json` of a kzoo model (the inverse of
+    `backbone_config`; BERT sec. 3's L, H, A as `num_hidden_layers`, ...).
+
+    >>> from kzoo import BertBackbone
+    >>> from kzoo.models.bert.bert_checkpoints import TASKS
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, activation="gelu_approximate")
+    >>> config_from(backbone, backbone, TASKS["BertBackbone"], None)["hidden_act"]
+    'gelu_new'
+    """
     config = {
         "architectures": [task.hf_architecture],
         "model_type": "bert",
@@ -298,7 +317,16 @@ def config_from(model, backbone, task, tokenizer):
 
 
 def write_directory(path, config, tensors, tokenizer):
-    """Writes config.json, model.safetensors and the tokenizer files (after checking the directory)."""
+    """Writes config.json, model.safetensors and the tokenizer files, after
+    checking the directory holds nothing else (BERT sec. 3 parameters, as
+    `transformers` reads them).
+
+    >>> import os, tempfile, numpy as np
+    >>> directory = tempfile.mkdtemp()
+    >>> write_directory(directory, {"model_type": "bert"}, {"x": np.zeros(2, "float32")}, None)
+    >>> sorted(os.listdir(directory))
+    ['config.json', 'model.safetensors']
+    """
     import safetensors.numpy  # noqa: PLC0415
 
     directory = os.path.expanduser(os.fspath(path))

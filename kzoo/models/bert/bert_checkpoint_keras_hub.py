@@ -5,7 +5,7 @@ The file layout is the one kzoo's own presets use (`config.json`,
 the classes, config fields and variable names are KerasHub's; its
 `config.json` names `keras_hub>BertBackbone`. KerasHub's own loader reads the
 weights (its `.weights.h5` paths follow its class structure), and
-`bert_checkpoints.TABLE` maps its variable paths to kzoo's.
+the table in `bert_checkpoints` maps its variable paths to kzoo's.
 
 Faithful to KerasHub: its encoder uses the tanh-approximate GELU (kzoo's
 `"gelu_approximate"`) with LayerNorm epsilon 1e-12, and its uncased tokenizer
@@ -71,7 +71,13 @@ def backbone_config(config):
 
 
 def tokenizer_config(directory):
-    """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None."""
+    """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
+    (BERT sec. 3's WordPiece vocabulary; KerasHub keeps accents by default).
+
+    >>> import tempfile
+    >>> tokenizer_config(tempfile.mkdtemp()) is None
+    True
+    """
     path = os.path.join(directory, "tokenizer.json")
     if not os.path.isfile(path):
         return None

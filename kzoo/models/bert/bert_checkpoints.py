@@ -11,10 +11,11 @@ directories. Each is read by its own small module into a `CheckpointSource`
 | `"google"`      | `bert_config.json`, `bert_model.ckpt.*`, `vocab.txt` (or .zip)| `bert_checkpoint_google`        |
 | `"keras_hub"`   | KerasHub's `config.json` + `model.weights.h5` + tokenizer    | `bert_checkpoint_keras_hub`     |
 
-`TABLE` below names every kzoo variable in each format, with the layout rule
-that turns the source's array into kzoo's; `assign_weights` is the one loop
-that checks every shape, reads every array, and only then assigns. The same
-table, read backwards, writes Hugging Face directories (`save_huggingface`).
+The table below (`EMBEDDINGS`, `ENCODER_LAYER`, `POOLER` and the heads in
+`TASKS`) names every kzoo variable in each format, with the `Layout` rule that
+turns the source's array into kzoo's; `assign_weights` is the one loop that
+checks every shape, reads every array, and only then assigns. The same table,
+read backwards, writes Hugging Face directories (`save_huggingface`).
 """
 
 import dataclasses
@@ -100,8 +101,13 @@ OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # h
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One tensor: its kzoo variable path, its name in each format (None where
-    a format has no such tensor), and its layout. `{i}` stands for the layer."""
+    """One tensor of the table: its kzoo variable path, its name in each format
+    (None where a format has no such tensor), and its layout. `{i}` stands for
+    the encoder layer (BERT sec. 3).
+
+    >>> POOLER[0].name("google")
+    'bert/pooler/dense/kernel'
+    """
 
     kzoo: str
     huggingface: str
@@ -204,7 +210,11 @@ class Head:
     """A task head's rows. `hf_architecture`: the Hugging Face class that must
     have written it (`classifier` is the name of three different heads);
     `pretrained`: part of pre-training (sec. 3.1), so expected in a pre-trained
-    checkpoint (a missing one is reported)."""
+    checkpoint (a missing one is reported).
+
+    >>> MLM.pretrained, MLM.rows[-1].google
+    (True, 'cls/predictions/output_bias')
+    """
 
     rows: tuple
     hf_architecture: str = None
@@ -218,7 +228,11 @@ NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
 @dataclasses.dataclass(frozen=True)
 class Task:
     """What a kzoo class holds beyond the encoder: its heads, the Hugging Face
-    class with the same heads, and whether it uses the pooler."""
+    class with the same heads, and whether it uses the pooler (BERT sec. 3.2, Figure 4).
+
+    >>> TASKS["BertQuestionAnswerer"].uses_pooler
+    False
+    """
 
     heads: tuple
     hf_architecture: str
@@ -250,7 +264,12 @@ TASKS = {
 
 
 def encoder_rows(num_layers):
-    """The rows of BERT's encoder (sec. 3): embeddings, then every layer."""
+    """The rows of BERT's encoder (sec. 3): embeddings, then every layer.
+
+    >>> rows = encoder_rows(2)
+    >>> len(rows), rows[-1].huggingface
+    (37, 'encoder.layer.1.output.LayerNorm.bias')
+    """
     layers = tuple(
         dataclasses.replace(row, **{
             field: getattr(row, field).format(i=i) for field in ("kzoo", "huggingface", "google", "keras_hub")
@@ -368,7 +387,16 @@ def detect_format(path):
 
 
 def open_source(path, format):
-    """Opens a checkpoint of `format` (see `detect_format`) as a `CheckpointSource`."""
+    """Opens a checkpoint of `format` (see `detect_format`) as a `CheckpointSource` (BERT sec. 3).
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> save_huggingface(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                               hidden_dim=8, intermediate_dim=16), path)
+    >>> open_source(path, "huggingface").shapes["embeddings.word_embeddings.weight"]
+    (50, 8)
+    """
     from kzoo.models.bert import (  # noqa: PLC0415 (each imports optional readers)
         bert_checkpoint_google,
         bert_checkpoint_huggingface,
@@ -518,7 +546,22 @@ def assign_weights(model, rows, source, progress=False):
     every variable assigned (so a bad checkpoint leaves `model` untouched).
 
     A shape mismatch raises a `ValueError` naming the tensor, the expected and
-    the found shape; a damaged file raises one from `source.read`.
+    the found shape; a damaged file raises one from `source.read`. BERT sec. 3.2:
+    the pre-trained parameters, exactly.
+
+    >>> import numpy as np
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> source = CheckpointSource("huggingface", "example", None, None,
+    ...     shapes={"pooler.dense.weight": (8, 8), "pooler.dense.bias": (4,)},
+    ...     read=lambda name: np.ones((8, 8), "float32"))
+    >>> assign_weights(backbone, POOLER, source)
+    Traceback (most recent call last):
+    ...
+    ValueError: The checkpoint 'example' does not match the model its config describes (1 tensor(s)):
+      pooler.dense.bias: expected shape (8,), found (4,) (kzoo's pooled_dense/bias)
+    Was its config edited, ...
     """
     variables = {variable.path: variable for variable in model.weights}
     plan, problems = [], []
@@ -548,7 +591,14 @@ def assign_weights(model, rows, source, progress=False):
 
 
 def tokenizer_from(source, overrides):
-    """A `kzoo.BertTokenizer` with the source's vocabulary and casing (BERT sec. 3)."""
+    """A `kzoo.BertTokenizer` with the source's vocabulary and casing (BERT
+    sec. 3), `overrides` applied; unknown casing warns and assumes uncased.
+
+    >>> source = CheckpointSource("google", "bert", None, {"vocabulary": ["[PAD]", "[UNK]",
+    ...     "[CLS]", "[SEP]", "[MASK]"], "lowercase": None}, {}, None)
+    >>> tokenizer_from(source, {"lowercase": False}).lowercase
+    False
+    """
     from kzoo.models.bert.bert_tokenizer import BertTokenizer  # noqa: PLC0415
 
     if source.tokenizer_config is None:

@@ -292,10 +292,12 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         """
         return presets.from_preset_for(cls, preset, **overrides)
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, format="kzoo"):
         """Writes a kzoo preset directory (KerasHub's layout): the backbone
         alone (`config.json`, `model.weights.h5`) for fine-tuning (sec. 3.2),
         and the whole model with its heads (`task.json`, `task.weights.h5`).
+        `format="huggingface"` writes a `BertForPreTraining` (`BertForMaskedLM`)
+        directory with the MLM (and NSP) heads and the tokenizer's vocabulary.
 
         Example:
 
@@ -309,8 +311,9 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         True
         >>> BertBackbone.from_preset(path).num_layers
         1
+        >>> model.save_to_preset(tempfile.mkdtemp(), format="huggingface")
         """
-        presets.save_task(self, preset_dir)
+        presets.save_task(self, preset_dir, format=format)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

@@ -386,7 +386,9 @@ class BertTask(ModelWithParts, keras.Model):
             )
         self.preprocessor.sequence_length = int(sequence_length)
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, format="kzoo"):
         """Writes the task, its backbone and its preprocessor as a preset
-        directory (KerasHub's layout), for `from_preset` on any backend (sec. 3.2)."""
-        presets.save_task(self, preset_dir)
+        directory (KerasHub's layout), for `from_preset` on any backend (sec. 3.2);
+        `format="huggingface"` writes the Hugging Face class with the same head
+        (`BertForSequenceClassification` for a `kzoo.BertClassifier`, ...)."""
+        presets.save_task(self, preset_dir, format=format)
