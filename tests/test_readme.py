@@ -30,5 +30,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     )
     assert namespace["model"].preprocessor.sequence_length == 64
     assert tuple(namespace["tokens"].shape) == (1, 8)
-    x, labels = namespace["x"], namespace["labels"]
-    np.testing.assert_array_equal(np.asarray(x["decoder_token_ids"])[:, 1:], np.asarray(labels)[:, :-1])
+    decoder, labels = np.asarray(namespace["x"]["decoder_token_ids"])[0], np.asarray(namespace["labels"])[0]
+    length = int((labels != 0).sum())  # [BOS] + target in, target + [EOS] out
+    assert decoder[0] == 2 and labels[length - 1] == 3
+    np.testing.assert_array_equal(decoder[1:length], labels[: length - 1])
