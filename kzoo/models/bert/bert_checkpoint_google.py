@@ -21,12 +21,12 @@ import zipfile
 
 import tensorflow as tf
 
+from kzoo.models.bert.bert_checkpoint_huggingface import backbone_config as huggingface_backbone_config
 from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
 
 CONFIG_FILE = "bert_config.json"
 VOCABULARY_FILE = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
-ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
 
 
 def open_google(path):
@@ -70,26 +70,14 @@ def open_google(path):
 
 def backbone_config(config, location):
     """`kzoo.BertBackbone` arguments from `bert_config.json` (google-research's
-    `BertConfig`; LayerNorm epsilon 1e-12 is fixed in its `modeling.py`).
+    `BertConfig`, whose fields Hugging Face's kept; LayerNorm epsilon 1e-12
+    is fixed in its `modeling.py`, 16 segment types by default).
 
     >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
     1e-12
     """
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"{location} has hidden_act {activation!r}; kzoo's BERT supports {sorted(ACTIVATIONS)}.")
-    return {
-        "vocabulary_size": config["vocab_size"],
-        "num_layers": config.get("num_hidden_layers", 12),
-        "num_heads": config.get("num_attention_heads", 12),
-        "hidden_dim": config.get("hidden_size", 768),
-        "intermediate_dim": config.get("intermediate_size", 3072),
-        "dropout": config.get("hidden_dropout_prob", 0.1),
-        "max_sequence_length": config.get("max_position_embeddings", 512),
-        "num_segments": config.get("type_vocab_size", 16),
-        "activation": ACTIVATIONS[activation],
-        "layer_norm_epsilon": 1e-12,
-    }
+    google_defaults = {"type_vocab_size": 16, **config, "model_type": "bert", "layer_norm_eps": 1e-12}
+    return huggingface_backbone_config(google_defaults, location)
 
 
 def lowercase_from_name(path):
