@@ -22,6 +22,7 @@ the same run.
 """
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -92,12 +93,10 @@ def run_hf(_documents, vocabulary_path, pairs):
     return out
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--vocabulary-size", type=int, default=8000)
-    args = parser.parse_args()
-
+def measure(rounds, vocabulary_size):
+    """Runs the three pipelines in alternating order over `rounds`; returns
+    `{pipeline: {"examples", "tokens_per_example", "per_s" (examples/s),
+    "tokens_per_s"}}` with medians over rounds."""
     import kzoo
 
     documents = python_documentation()
@@ -107,11 +106,11 @@ def main():
     )
     vocabulary_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
     kzoo.learn_wordpiece_vocabulary(
-        [s for d in documents for s in d], args.vocabulary_size, output_path=vocabulary_path, progress=False
+        [s for d in documents for s in d], vocabulary_size, output_path=vocabulary_path, progress=False
     )
     contenders = {"kzoo": run_kzoo, "kerashub": run_kerashub, "hf": run_hf}
     examples, tokens, speed, token_speed = {}, {}, {n: [] for n in contenders}, {n: [] for n in contenders}
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         order = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
         for name in order:
             start = time.perf_counter()
@@ -121,17 +120,37 @@ def main():
             tokens[name] = int(sum(mask.sum() for mask, _ in batches))
             speed[name].append(examples[name] / elapsed)
             token_speed[name].append(tokens[name] / elapsed)
-        print(f"round {round_index + 1}: " + ", ".join(f"{n} {speed[n][-1]:.0f} ex/s" for n in contenders))
+        print(f"round {round_index + 1}: " + ", ".join(f"{n} {speed[n][-1]:.0f} ex/s" for n in contenders),
+              flush=True)
+    return {
+        name: {
+            "examples": examples[name],
+            "tokens_per_example": tokens[name] / examples[name],
+            "per_s": statistics.median(speed[name]),
+            "tokens_per_s": statistics.median(token_speed[name]),
+        }
+        for name in contenders
+    }
 
-    print(f"\n{len(documents)} documents, masked batches of {BATCH_SIZE} x {SEQUENCE_LENGTH}, "
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument("--json", action="store_true", help="end with the results as one JSON line")
+    args = parser.parse_args()
+
+    results = measure(args.rounds, args.vocabulary_size)
+    print(f"\nmasked batches of {BATCH_SIZE} x {SEQUENCE_LENGTH}, "
           f"median over {args.rounds} rounds (whole pipeline from raw text):")
     print("| pipeline | examples | real tokens / example | examples/s | tokens/s | kzoo tokens/s ÷ this |")
     print("|---|---|---|---|---|---|")
-    ours = statistics.median(token_speed["kzoo"])
-    for name in contenders:
-        print(f"| {name} | {examples[name]} | {tokens[name] / examples[name]:.0f} | "
-              f"{statistics.median(speed[name]):.0f} | {statistics.median(token_speed[name]):.0f} | "
-              f"{ours / statistics.median(token_speed[name]):.2f} |")
+    ours = results["kzoo"]["tokens_per_s"]
+    for name, r in results.items():
+        print(f"| {name} | {r['examples']} | {r['tokens_per_example']:.0f} | {r['per_s']:.0f} | "
+              f"{r['tokens_per_s']:.0f} | {ours / r['tokens_per_s']:.2f} |")
+    if args.json:
+        print(json.dumps(results))
 
 
 if __name__ == "__main__":
