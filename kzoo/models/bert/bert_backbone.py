@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kzoo.fast_paths import CompileDefaults
 from kzoo.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.models.functional_backbone import FunctionalBackbone
 
@@ -57,7 +58,7 @@ def encode(
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertBackbone(FunctionalBackbone, keras.Model):
+class BertBackbone(CompileDefaults, FunctionalBackbone, keras.Model):
     """BERT: a bidirectional post-LN Transformer encoder (BERT sec. 3).
 
     Input representation (sec. 3, Figure 2): token (WordPiece) + segment (A/B)

@@ -34,6 +34,7 @@ import keras
 from keras import ops
 
 from kzoo.distribution import sum_over_replicas
+from kzoo.fast_paths import multi_tensor_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
@@ -109,7 +110,7 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertAdamW(keras.optimizers.AdamW):
+class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
     """AdamW that skips LayerNorm parameters and biases (BERT sec. 3.1, A.2).
 
     The paper's "L2 weight decay of 0.01" is decoupled weight decay in
@@ -118,6 +119,8 @@ class BertAdamW(keras.optimizers.AdamW):
     named `gamma` and `beta` and biases `bias`, so those are the default
     exclusions. Each step every other variable shrinks by the factor
     `1 - learning_rate * weight_decay` before the Adam update.
+
+    On torch it runs Keras' multi-tensor AdamW update (`kzoo.fast_paths`).
 
     Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
     whose names are lost by `get_config` (and so by `.keras` save/load), the

@@ -2,8 +2,10 @@
 
 import keras
 
+from kzoo.fast_paths import CompileDefaults
 
-class ModelWithParts:
+
+class ModelWithParts(CompileDefaults):
     """Mixin for a `keras.Model` built from parts (a backbone, a tokenizer or
     preprocessor) and a few plain arguments (BERT sec. 3.1, 3.2 models).
 

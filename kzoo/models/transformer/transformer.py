@@ -9,6 +9,7 @@ import numpy as np
 from keras import ops
 
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
+from kzoo.fast_paths import CompileDefaults
 from kzoo.layers import (
     PositionEmbedding,
     SinusoidalPositionEncoding,
@@ -64,7 +65,7 @@ def vocabulary_logits(layers, x):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(FunctionalBackbone, keras.Model):
+class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is

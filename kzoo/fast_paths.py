@@ -1,0 +1,62 @@
+"""The backend-aware choices that make kzoo's steps fast, in one place.
+
+Model and layer code is plain `keras.ops`; how Keras runs it differs per
+backend, and two of Keras' defaults leave speed unused (measured with
+`benchmarks/run_all.py`, see the README's "Benchmarks" section):
+
+- `jit_compile="auto"` compiles with XLA on JAX (always) but on TensorFlow only
+  when a GPU/TPU is present. kzoo's models measure faster with XLA on
+  TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever Keras
+  would allow it (no `tf.distribute` strategy, every layer `supports_jit`). On
+  torch, `torch.compile` (`jit_compile=True`) did not pay for BERT on CPU, so
+  "auto" stays eager there. An explicit `jit_compile=True/False` always wins.
+  Under XLA, TensorFlow (like JAX) cannot check id ranges inside the compiled
+  step: the preprocessors and eager calls validate ids (`kzoo.backend_checks`).
+- On torch, Keras runs `keras.optimizers.Adam`/`AdamW` with multi-tensor
+  (`torch._foreach_*`) updates, but only for those exact classes: a subclass
+  falls back to one Python-level update per variable (about 3x slower for
+  BERT). `multi_tensor_base` gives kzoo's optimizer subclasses the fast class.
+"""
+
+import keras
+
+
+class CompileDefaults:
+    """Mixin for kzoo's `keras.Model`s: `jit_compile="auto"` (the default of
+    `compile`, and what `predict`/`fit` use on a model never compiled) means XLA
+    on TensorFlow as on JAX; torch stays eager.
+
+    Example:
+
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> backbone.compile()
+    >>> backbone.jit_compile == (keras.backend.backend() in ("tensorflow", "jax"))
+    True
+    """
+
+    def _resolve_auto_jit_compile(self):
+        # Keras' trainer asks this when compile's `jit_compile` is "auto".
+        if keras.backend.backend() == "tensorflow" and not getattr(self, "_distribute_strategy", None):
+            return all(layer.supports_jit for layer in self._flatten_layers())
+        return super()._resolve_auto_jit_compile()
+
+
+def multi_tensor_base(optimizer_class):
+    """The class to subclass instead of `keras.optimizers.Adam` or `AdamW`: on
+    torch, Keras' multi-tensor implementation of it (which Keras substitutes
+    for the exact class only); on other backends the class itself.
+
+    Example:
+
+    >>> base = multi_tensor_base(keras.optimizers.AdamW)
+    >>> issubclass(base, keras.optimizers.AdamW)
+    True
+    """
+    if keras.backend.backend() != "torch":
+        return optimizer_class
+    from keras.src.backend.torch.optimizers import torch_adam, torch_adamw  # noqa: PLC0415
+
+    fast = {keras.optimizers.Adam: torch_adam.Adam, keras.optimizers.AdamW: torch_adamw.AdamW}
+    return fast[optimizer_class]

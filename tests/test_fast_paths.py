@@ -1,0 +1,90 @@
+"""kzoo's backend-aware fast paths (`kzoo.fast_paths`): what they change in
+behaviour, never how fast (benchmarks/run_all.py measures speed)."""
+
+import keras
+import numpy as np
+import pytest
+
+import kzoo
+from kzoo.fast_paths import multi_tensor_base
+
+BACKEND = keras.backend.backend()
+TINY = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+            max_sequence_length=16)
+
+
+def masked_lm_batch():
+    rng = np.random.default_rng(0)
+    features = {
+        "token_ids": rng.integers(4, 40, (4, 12)).astype("int32"),
+        "mask_positions": np.array([[1, 5], [2, 3], [0, 7], [4, 11]], "int32"),
+    }
+    labels = {"mask_ids": rng.integers(4, 40, (4, 2)).astype("int32"),
+              "mask_weights": np.ones((4, 2), "float32")}
+    return features, labels
+
+
+def test_auto_compiles_with_xla_on_tensorflow_and_jax_and_stays_eager_on_torch():
+    expected = BACKEND in ("tensorflow", "jax")
+    backbone = kzoo.BertBackbone(**TINY)
+    assert backbone.jit_compile == expected  # never compiled: `predict` uses this
+    models = [kzoo.BertMaskedLM(backbone), kzoo.Transformer(vocabulary_size=20, num_layers=1,
+              hidden_dim=8, intermediate_dim=16, num_heads=2)]
+    for model in models:
+        model.compile()
+        assert model.jit_compile == expected, type(model).__name__
+        model.compile(jit_compile=False)  # an explicit choice wins
+        assert model.jit_compile is False
+
+
+def test_default_compiled_training_equals_uncompiled():
+    """XLA (TensorFlow, JAX) changes no result: one step of the default
+    compile and one of `jit_compile=False` from the same weights agree."""
+    features, labels = masked_lm_batch()
+    losses, weights = [], []
+    for jit in ("auto", False):
+        keras.utils.set_random_seed(1)
+        backbone = kzoo.BertBackbone(**TINY, dropout=0.0)
+        model = kzoo.BertMaskedLM(backbone)
+        model.compile(jit_compile=jit)
+        losses.append(model.train_on_batch(features, labels)[0])
+        weights.append(keras.ops.convert_to_numpy(backbone.token_embedding.embeddings))
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+    np.testing.assert_allclose(weights[0], weights[1], atol=1e-6)
+
+
+def test_compiled_predict_still_rejects_too_long_sequences():
+    """Inside a compiled step the readable check may not run (XLA drops
+    TensorFlow asserts), but a too-long sequence still fails, never silently."""
+    backbone = kzoo.BertBackbone(**TINY)
+    backbone.predict_on_batch({"token_ids": np.ones((2, 8), "int32")})  # compiled at one shape
+    with pytest.raises(Exception, match=r"max_sequence_length=16|size\[0\] in \[0, 16\]"):
+        backbone.predict_on_batch({"token_ids": np.ones((2, 17), "int32")})
+    with pytest.raises(ValueError, match="max_sequence_length=16"):
+        backbone({"token_ids": np.ones((2, 17), "int32")})  # eager: kzoo's own message
+
+
+def test_bert_adamw_updates_like_keras_adamw_with_exclusions():
+    """`BertAdamW` runs on Keras' multi-tensor AdamW on torch (a plain
+    subclass would not); its update equals `keras.optimizers.AdamW` with the
+    same exclusions on every backend."""
+    assert issubclass(multi_tensor_base(keras.optimizers.AdamW), keras.optimizers.AdamW)
+    if BACKEND == "torch":
+        assert multi_tensor_base(keras.optimizers.AdamW) is not keras.optimizers.AdamW
+    rng = np.random.default_rng(0)
+    values = {"kernel": rng.normal(size=(3, 4)), "bias": rng.normal(size=(4,))}
+    grads = {name: rng.normal(size=v.shape) for name, v in values.items()}
+    results = []
+    for make in (
+        lambda: kzoo.BertAdamW(learning_rate=0.1, weight_decay=0.5),
+        lambda: keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.5),
+    ):
+        optimizer = make()
+        optimizer.exclude_from_weight_decay(var_names=["bias"])
+        variables = [keras.Variable(values[n].astype("float32"), name=n) for n in values]
+        for _ in range(3):
+            optimizer.apply([keras.ops.convert_to_tensor(grads[v.name], "float32") for v in variables],
+                            variables)
+        results.append([keras.ops.convert_to_numpy(v) for v in variables])
+    for ours, reference in zip(*results):
+        np.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-7)
