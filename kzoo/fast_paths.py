@@ -12,6 +12,11 @@ backend, and two of Keras' defaults leave speed unused (measured with
   "auto" stays eager there. An explicit `jit_compile=True/False` always wins.
   Under XLA, TensorFlow (like JAX) cannot check id ranges inside the compiled
   step: the preprocessors and eager calls validate ids (`kzoo.backend_checks`).
+- Beam search outside `predict`: on TensorFlow an eager `keras.ops.while_loop`
+  runs op by op from Python, on torch eager ops record autograd graphs.
+  `inference_function` compiles it with XLA on TensorFlow and turns recording
+  off on torch. JAX compiles its while loops anyway (and `jax.jit` of a model
+  method would bake the weights in as constants).
 - On torch, Keras runs `keras.optimizers.Adam`/`AdamW` with multi-tensor
   (`torch._foreach_*`) updates, but only for those exact classes: a subclass
   falls back to one Python-level update per variable (about 3x slower for
@@ -60,3 +65,30 @@ def multi_tensor_base(optimizer_class):
 
     fast = {keras.optimizers.Adam: torch_adam.Adam, keras.optimizers.AdamW: torch_adamw.AdamW}
     return fast[optimizer_class]
+
+
+def inference_function(function):
+    """`function` made fast for inference on each backend: compiled with XLA
+    (`tf.function(jit_compile=True)`) on TensorFlow, where an eager
+    `keras.ops.while_loop` would run op by op from Python; run without autograd
+    recording (`torch.no_grad`) on torch, where eager ops on trainable weights
+    would otherwise keep every step's graph alive; itself on JAX. On
+    TensorFlow, non-tensor arguments are static (a new value traces again);
+    variables are read when called, so later weight changes are seen.
+
+    Example:
+
+    >>> square = inference_function(lambda x: keras.ops.square(x))
+    >>> float(square(keras.ops.convert_to_tensor(3.0)))
+    9.0
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # noqa: PLC0415
+
+        return tf.function(function, jit_compile=True, reduce_retracing=True)
+    if backend == "torch":
+        import torch  # noqa: PLC0415
+
+        return torch.no_grad()(function)
+    return function

@@ -9,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
-from kzoo.fast_paths import CompileDefaults
+from kzoo.fast_paths import CompileDefaults, inference_function
 from kzoo.layers import (
     PositionEmbedding,
     SinusoidalPositionEncoding,
@@ -406,15 +406,24 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
         >>> tuple(tokens.shape)  # without max_length: (2, 54), padded source length 4 + 50
         (2, 5)
         """
-        from kzoo.models.transformer.beam_search import beam_search, greedy_search  # noqa: PLC0415
-
         encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
         self._check_token_ids(encoder_token_ids, "encoder_token_ids")
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1 (1 is greedy search); got {beam_size}.")
-        length_limits = None
-        if max_length is None:
+        limit_by_source = max_length is None
+        if limit_by_source:
             max_length = min(ops.shape(encoder_token_ids)[1] + EXTRA_OUTPUT_LENGTH, self.max_sequence_length)
+        check_positions_fit(0, max_length, self.max_sequence_length, "decoder_token_ids")
+        if "_inference_search" not in self.__dict__:  # not a tracked attribute
+            self.__dict__["_inference_search"] = inference_function(self._search)
+        return self._inference_search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
+
+    def _search(self, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source):
+        """`generate` after its checks: encode once, then search (sec. 6.1)."""
+        from kzoo.models.transformer.beam_search import beam_search, greedy_search  # noqa: PLC0415
+
+        length_limits = None
+        if limit_by_source:
             source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, self.padding_id), "int32"), axis=1)
             length_limits = ops.minimum(source_lengths + EXTRA_OUTPUT_LENGTH, max_length)
         cache = self.initial_cache(encoder_token_ids, max_length)
