@@ -88,3 +88,21 @@ def test_bert_adamw_updates_like_keras_adamw_with_exclusions():
         results.append([keras.ops.convert_to_numpy(v) for v in variables])
     for ours, reference in zip(*results):
         np.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-7)
+
+
+def test_generate_through_inference_function_matches_eager_search_and_records_no_graph():
+    """`Transformer.generate` runs its search through `inference_function`
+    (XLA on TensorFlow, no autograd on torch): same tokens as the plain
+    search, and on torch an output that holds no autograd graph."""
+    from kzoo.fast_paths import inference_function
+
+    keras.utils.set_random_seed(0)
+    model = kzoo.Transformer(vocabulary_size=30, num_layers=1, hidden_dim=8, intermediate_dim=16,
+                             num_heads=2)
+    source = np.array([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]], "int32")
+    fast = model.generate(source, beam_size=2, max_length=6)
+    plain = model._search(keras.ops.convert_to_tensor(source), 2, 0.6, 6, False)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(fast), keras.ops.convert_to_numpy(plain))
+    if BACKEND == "torch":
+        assert not fast.requires_grad
+        assert not inference_function(lambda: model.encode(source))().requires_grad
