@@ -87,7 +87,9 @@ def test_bert_adamw_updates_like_keras_adamw_with_exclusions():
                             variables)
         results.append([keras.ops.convert_to_numpy(v) for v in variables])
     for ours, reference in zip(*results):
-        np.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-7)
+        # Keras computes 1 - beta_2^t in float32 (relative error ~1e-5 at t = 1);
+        # the fused torch step computes it in float64.
+        np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-5)
 
 
 def test_generate_through_inference_function_matches_eager_search_and_records_no_graph():

@@ -120,7 +120,7 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
     exclusions. Each step every other variable shrinks by the factor
     `1 - learning_rate * weight_decay` before the Adam update.
 
-    On torch it runs Keras' multi-tensor AdamW update (`kzoo.fast_paths`).
+    On torch it runs a fused multi-tensor AdamW update (`kzoo.fast_paths`).
 
     Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
     whose names are lost by `get_config` (and so by `.keras` save/load), the
