@@ -9,7 +9,10 @@ backend, and two of Keras' defaults leave speed unused (measured with
   TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever Keras
   would allow it (no `tf.distribute` strategy, every layer `supports_jit`). On
   torch, `torch.compile` (`jit_compile=True`) did not pay for BERT on CPU, so
-  "auto" stays eager there. An explicit `jit_compile=True/False` always wins.
+  "auto" stays eager there. An explicit `jit_compile=True/False` always wins;
+  `KZOO_XLA_ON_TENSORFLOW=0` in the environment restores Keras' own "auto"
+  (XLA compile time outweighs its speed for many short fits of small models:
+  the test suite sets it).
   Under XLA, TensorFlow (like JAX) cannot check id ranges inside the compiled
   step: the preprocessors and eager calls validate ids (`kzoo.backend_checks`).
 - Beam search outside `predict`: on TensorFlow an eager `keras.ops.while_loop`
@@ -24,13 +27,31 @@ backend, and two of Keras' defaults leave speed unused (measured with
   still: the same update as one fused kernel (`torch._fused_adam_`).
 """
 
+import os
+
 import keras
+
+XLA_ON_TENSORFLOW_VARIABLE = "KZOO_XLA_ON_TENSORFLOW"
+
+
+def xla_on_tensorflow():
+    """Whether kzoo's `jit_compile="auto"` means XLA on TensorFlow's CPU too:
+    yes, unless the environment variable `KZOO_XLA_ON_TENSORFLOW` is "0" (then
+    Keras' own choice: XLA only with a GPU or TPU). Read at every `compile`.
+
+    Example:
+
+    >>> import os
+    >>> xla_on_tensorflow() == (os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0")
+    True
+    """
+    return os.environ.get(XLA_ON_TENSORFLOW_VARIABLE, "1") != "0"
 
 
 class CompileDefaults:
     """Mixin for kzoo's `keras.Model`s: `jit_compile="auto"` (the default of
     `compile`, and what `predict`/`fit` use on a model never compiled) means XLA
-    on TensorFlow as on JAX; torch stays eager.
+    on TensorFlow as on JAX (see `xla_on_tensorflow`); torch stays eager.
 
     Example:
 
@@ -38,13 +59,15 @@ class CompileDefaults:
     >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
     ...                         hidden_dim=8, intermediate_dim=16)
     >>> backbone.compile()
-    >>> backbone.jit_compile == (keras.backend.backend() in ("tensorflow", "jax"))
+    >>> backend = keras.backend.backend()
+    >>> backbone.jit_compile == (backend == "jax" or (backend == "tensorflow" and xla_on_tensorflow()))
     True
     """
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this when compile's `jit_compile` is "auto".
-        if keras.backend.backend() == "tensorflow" and not getattr(self, "_distribute_strategy", None):
+        tensorflow = keras.backend.backend() == "tensorflow"
+        if tensorflow and xla_on_tensorflow() and not getattr(self, "_distribute_strategy", None):
             return all(layer.supports_jit for layer in self._flatten_layers())
         return super()._resolve_auto_jit_compile()
 

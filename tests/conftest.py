@@ -1,8 +1,16 @@
 """Shared pytest set-up: report the backend, seed every run, restore the dtype policy."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
+
+# kzoo compiles with XLA on TensorFlow's CPU by default (kzoo.fast_paths); the
+# suite's many short fits of tiny models spend more on XLA compiles than they
+# save (1.7x the CPU time on the BERT task tests). tests/test_fast_paths.py
+# turns it back on to test the default.
+os.environ.setdefault("KZOO_XLA_ON_TENSORFLOW", "0")
 
 
 if keras.backend.backend() == "torch":

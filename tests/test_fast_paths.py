@@ -24,6 +24,13 @@ def masked_lm_batch():
     return features, labels
 
 
+@pytest.fixture(autouse=True)
+def _kzoo_default_compile(monkeypatch):
+    # The suite turns XLA on TensorFlow off (tests/conftest.py); these tests
+    # check the default users get.
+    monkeypatch.setenv("KZOO_XLA_ON_TENSORFLOW", "1")
+
+
 def test_auto_compiles_with_xla_on_tensorflow_and_jax_and_stays_eager_on_torch():
     expected = BACKEND in ("tensorflow", "jax")
     backbone = kzoo.BertBackbone(**TINY)
@@ -35,6 +42,13 @@ def test_auto_compiles_with_xla_on_tensorflow_and_jax_and_stays_eager_on_torch()
         assert model.jit_compile == expected, type(model).__name__
         model.compile(jit_compile=False)  # an explicit choice wins
         assert model.jit_compile is False
+
+
+def test_the_environment_restores_keras_auto_on_tensorflow(monkeypatch):
+    monkeypatch.setenv("KZOO_XLA_ON_TENSORFLOW", "0")
+    model = kzoo.BertMaskedLM(kzoo.BertBackbone(**TINY))
+    model.compile()
+    assert model.jit_compile == (BACKEND == "jax")  # Keras' "auto" on this CPU-only machine
 
 
 def test_default_compiled_training_equals_uncompiled():
