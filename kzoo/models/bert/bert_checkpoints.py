@@ -6,10 +6,10 @@ directories. Each is read by its own small module into a `CheckpointSource`
 
 | format          | files                                                        | module                          |
 |-----------------|--------------------------------------------------------------|---------------------------------|
-| `"huggingface"` | `config.json` (`model_type: bert`), `model.safetensors` or   | `bert_checkpoint_huggingface`   |
+| `"huggingface"` | `config.json` (`model_type: bert`), `model.safetensors` or   | `kzoo.checkpoints.huggingface`  |
 |                 | `pytorch_model.bin`, `vocab.txt` and/or `tokenizer.json`     |                                 |
-| `"google"`      | `bert_config.json`, `bert_model.ckpt.*`, `vocab.txt` (or .zip)| `bert_checkpoint_google`        |
-| `"keras_hub"`   | KerasHub's `config.json` + `model.weights.h5` + tokenizer    | `bert_checkpoint_keras_hub`     |
+| `"google"`      | `bert_config.json`, `bert_model.ckpt.*`, `vocab.txt` (or .zip)| `kzoo.checkpoints.google`       |
+| `"keras_hub"`   | KerasHub's `config.json` + `model.weights.h5` + tokenizer    | `kzoo.checkpoints.keras_hub`    |
 
 The table below (`EMBEDDINGS`, `ENCODER_LAYER`, `POOLER` and the heads in
 `TASKS`) names every kzoo variable in each format, with the `Layout` rule that
@@ -119,6 +119,28 @@ class Row:
         return getattr(self, format)
 
 
+DENSE = {"kernel": KERNEL, "bias": VECTOR}
+LAYER_NORM = {"gamma": VECTOR, "beta": VECTOR}
+_HUGGINGFACE_PARAMETER = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
+
+
+def _layer(kzoo, huggingface, google, keras_hub, **layouts):
+    """The rows of one layer's parameters (`**DENSE`, `**LAYER_NORM`, or their
+    layouts by name): kzoo, google-research and KerasHub name them alike
+    (`.../kernel`, `.../gamma`), Hugging Face as PyTorch does (`....weight`).
+    `google` / `keras_hub` None: the format has no such layer.
+
+    >>> [row.huggingface for row in _layer("pooled_dense", "pooler.dense", None, None, **DENSE)]
+    ['pooler.dense.weight', 'pooler.dense.bias']
+    """
+    return tuple(
+        Row(f"{kzoo}/{name}", f"{huggingface}.{_HUGGINGFACE_PARAMETER[name]}",
+            None if google is None else f"{google}/{name}",
+            None if keras_hub is None else f"{keras_hub}/{name}", layout)
+        for name, layout in layouts.items()
+    )
+
+
 EMBEDDINGS = (
     Row("token_embedding/embeddings", "embeddings.word_embeddings.weight",
         "bert/embeddings/word_embeddings", "token_embedding/embeddings", VECTOR),
@@ -126,10 +148,8 @@ EMBEDDINGS = (
         "bert/embeddings/position_embeddings", "position_embedding/embeddings", VECTOR),
     Row("segment_embedding/embeddings", "embeddings.token_type_embeddings.weight",
         "bert/embeddings/token_type_embeddings", "segment_embedding/embeddings", VECTOR),
-    Row("embeddings_layer_norm/gamma", "embeddings.LayerNorm.weight",
-        "bert/embeddings/LayerNorm/gamma", "embeddings_layer_norm/gamma", VECTOR),
-    Row("embeddings_layer_norm/beta", "embeddings.LayerNorm.bias",
-        "bert/embeddings/LayerNorm/beta", "embeddings_layer_norm/beta", VECTOR),
+    *_layer("embeddings_layer_norm", "embeddings.LayerNorm", "bert/embeddings/LayerNorm",
+            "embeddings_layer_norm", **LAYER_NORM),
 )
 
 
@@ -138,53 +158,34 @@ def _encoder_layer_rows():
     kzoo, hf, google, hub = (
         "transformer_layer_{i}/", "encoder.layer.{i}.", "bert/encoder/layer_{i}/", "transformer_layer_{i}/"
     )
-    rows = []
+    rows = ()
     for part in ("query", "key", "value"):
-        rows += [
-            Row(f"{kzoo}self_attention/{part}/kernel", f"{hf}attention.self.{part}.weight",
-                f"{google}attention/self/{part}/kernel", f"{hub}self_attention_layer/{part}/kernel", HEADS_KERNEL),
-            Row(f"{kzoo}self_attention/{part}/bias", f"{hf}attention.self.{part}.bias",
-                f"{google}attention/self/{part}/bias", f"{hub}self_attention_layer/{part}/bias", HEADS_BIAS),
-        ]
-    return tuple(rows) + (
-        Row(f"{kzoo}self_attention/attention_output/kernel", f"{hf}attention.output.dense.weight",
-            f"{google}attention/output/dense/kernel", f"{hub}self_attention_layer/attention_output/kernel",
-            HEADS_OUTPUT),
-        Row(f"{kzoo}self_attention/attention_output/bias", f"{hf}attention.output.dense.bias",
-            f"{google}attention/output/dense/bias", f"{hub}self_attention_layer/attention_output/bias", VECTOR),
-        Row(f"{kzoo}self_attention_layer_norm/gamma", f"{hf}attention.output.LayerNorm.weight",
-            f"{google}attention/output/LayerNorm/gamma", f"{hub}self_attention_layer_norm/gamma", VECTOR),
-        Row(f"{kzoo}self_attention_layer_norm/beta", f"{hf}attention.output.LayerNorm.bias",
-            f"{google}attention/output/LayerNorm/beta", f"{hub}self_attention_layer_norm/beta", VECTOR),
-        Row(f"{kzoo}feed_forward/intermediate_dense/kernel", f"{hf}intermediate.dense.weight",
-            f"{google}intermediate/dense/kernel", f"{hub}feedforward_intermediate_dense/kernel", KERNEL),
-        Row(f"{kzoo}feed_forward/intermediate_dense/bias", f"{hf}intermediate.dense.bias",
-            f"{google}intermediate/dense/bias", f"{hub}feedforward_intermediate_dense/bias", VECTOR),
-        Row(f"{kzoo}feed_forward/output_dense/kernel", f"{hf}output.dense.weight",
-            f"{google}output/dense/kernel", f"{hub}feedforward_output_dense/kernel", KERNEL),
-        Row(f"{kzoo}feed_forward/output_dense/bias", f"{hf}output.dense.bias",
-            f"{google}output/dense/bias", f"{hub}feedforward_output_dense/bias", VECTOR),
-        Row(f"{kzoo}feed_forward_layer_norm/gamma", f"{hf}output.LayerNorm.weight",
-            f"{google}output/LayerNorm/gamma", f"{hub}feedforward_layer_norm/gamma", VECTOR),
-        Row(f"{kzoo}feed_forward_layer_norm/beta", f"{hf}output.LayerNorm.bias",
-            f"{google}output/LayerNorm/beta", f"{hub}feedforward_layer_norm/beta", VECTOR),
+        rows += _layer(f"{kzoo}self_attention/{part}", f"{hf}attention.self.{part}",
+                       f"{google}attention/self/{part}", f"{hub}self_attention_layer/{part}",
+                       kernel=HEADS_KERNEL, bias=HEADS_BIAS)
+    return rows + (
+        *_layer(f"{kzoo}self_attention/attention_output", f"{hf}attention.output.dense",
+                f"{google}attention/output/dense", f"{hub}self_attention_layer/attention_output",
+                kernel=HEADS_OUTPUT, bias=VECTOR),
+        *_layer(f"{kzoo}self_attention_layer_norm", f"{hf}attention.output.LayerNorm",
+                f"{google}attention/output/LayerNorm", f"{hub}self_attention_layer_norm", **LAYER_NORM),
+        *_layer(f"{kzoo}feed_forward/intermediate_dense", f"{hf}intermediate.dense",
+                f"{google}intermediate/dense", f"{hub}feedforward_intermediate_dense", **DENSE),
+        *_layer(f"{kzoo}feed_forward/output_dense", f"{hf}output.dense",
+                f"{google}output/dense", f"{hub}feedforward_output_dense", **DENSE),
+        *_layer(f"{kzoo}feed_forward_layer_norm", f"{hf}output.LayerNorm",
+                f"{google}output/LayerNorm", f"{hub}feedforward_layer_norm", **LAYER_NORM),
     )
 
 
 ENCODER_LAYER = _encoder_layer_rows()
-POOLER = (  # tanh(W C + b) on the final [CLS] state (sec. 3, NSP and classification)
-    Row("pooled_dense/kernel", "pooler.dense.weight", "bert/pooler/dense/kernel", "pooled_dense/kernel", KERNEL),
-    Row("pooled_dense/bias", "pooler.dense.bias", "bert/pooler/dense/bias", "pooled_dense/bias", VECTOR),
-)
+# tanh(W C + b) on the final [CLS] state (sec. 3, NSP and classification)
+POOLER = _layer("pooled_dense", "pooler.dense", "bert/pooler/dense", "pooled_dense", **DENSE)
 MASKED_LM_HEAD = (  # sec. 3.1 Task #1; the output projection is the tied word embedding
-    Row("mlm_head/transform_dense/kernel", "cls.predictions.transform.dense.weight",
-        "cls/predictions/transform/dense/kernel", None, KERNEL),
-    Row("mlm_head/transform_dense/bias", "cls.predictions.transform.dense.bias",
-        "cls/predictions/transform/dense/bias", None, VECTOR),
-    Row("mlm_head/transform_layer_norm/gamma", "cls.predictions.transform.LayerNorm.weight",
-        "cls/predictions/transform/LayerNorm/gamma", None, VECTOR),
-    Row("mlm_head/transform_layer_norm/beta", "cls.predictions.transform.LayerNorm.bias",
-        "cls/predictions/transform/LayerNorm/beta", None, VECTOR),
+    *_layer("mlm_head/transform_dense", "cls.predictions.transform.dense",
+            "cls/predictions/transform/dense", None, **DENSE),
+    *_layer("mlm_head/transform_layer_norm", "cls.predictions.transform.LayerNorm",
+            "cls/predictions/transform/LayerNorm", None, **LAYER_NORM),
     Row("mlm_head/bias", "cls.predictions.bias", "cls/predictions/output_bias", None, VECTOR),
 )
 NEXT_SENTENCE_HEAD = (  # sec. 3.1 Task #2 (NSP)
@@ -397,16 +398,12 @@ def open_source(path, format):
     >>> open_source(path, "huggingface").shapes["embeddings.word_embeddings.weight"]
     (50, 8)
     """
-    from kzoo.models.bert import (  # noqa: PLC0415 (each imports optional readers)
-        bert_checkpoint_google,
-        bert_checkpoint_huggingface,
-        bert_checkpoint_keras_hub,
-    )
+    from kzoo.checkpoints import google, huggingface, keras_hub  # noqa: PLC0415 (each imports optional readers)
 
     opener = {
-        "huggingface": bert_checkpoint_huggingface.open_huggingface,
-        "google": bert_checkpoint_google.open_google,
-        "keras_hub": bert_checkpoint_keras_hub.open_keras_hub,
+        "huggingface": huggingface.open_huggingface,
+        "google": google.open_google,
+        "keras_hub": keras_hub.open_keras_hub,
     }[format]
     return opener(path)
 
@@ -628,10 +625,6 @@ def _config(source):
     return source.backbone_config
 
 
-def takes_argument(cls, name):
-    return name in inspect.signature(cls.__init__).parameters
-
-
 def _default(cls, name):
     return inspect.signature(cls.__init__).parameters[name].default
 
@@ -659,7 +652,7 @@ def save_huggingface(model, path, tokenizer=None, progress=False):
     >>> sorted(os.listdir(path))
     ['config.json', 'model.safetensors']
     """
-    from kzoo.models.bert import bert_checkpoint_huggingface as hf  # noqa: PLC0415
+    from kzoo.checkpoints import huggingface as hf  # noqa: PLC0415
 
     found = task_for(type(model))
     if found is None:

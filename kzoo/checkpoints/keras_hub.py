@@ -5,7 +5,7 @@ The file layout is the one kzoo's own presets use (`config.json`,
 the classes, config fields and variable names are KerasHub's; its
 `config.json` names `keras_hub>BertBackbone`. KerasHub's own loader reads the
 weights (its `.weights.h5` paths follow its class structure), and
-the table in `bert_checkpoints` maps its variable paths to kzoo's.
+the table in `kzoo.models.bert.bert_checkpoints` maps its variable paths to kzoo's.
 
 Faithful to KerasHub: its encoder uses the tanh-approximate GELU (kzoo's
 `"gelu_approximate"`) with LayerNorm epsilon 1e-12, and its uncased tokenizer

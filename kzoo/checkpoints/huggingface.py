@@ -6,9 +6,9 @@ A directory holds `config.json` (`model_type: "bert"`), the weights as
 tokenizer as `vocab.txt` and/or `tokenizer.json` with `tokenizer_config.json`.
 `hf://owner/name` handles are downloaded with `huggingface_hub`.
 
-Tensor names are those of the table in `bert_checkpoints` without the `bert.` prefix
-that task classes add; old checkpoints' `LayerNorm.gamma`/`beta` are read as
-`weight`/`bias`.
+Tensor names are those of the table in `kzoo.models.bert.bert_checkpoints`
+without the `bert.` prefix that task classes add; old checkpoints'
+`LayerNorm.gamma`/`beta` are read as `weight`/`bias`.
 """
 
 import json
@@ -196,7 +196,7 @@ def tokenizer_config(directory):
 
 
 def _normalized(name):
-    """A tensor name as the table in `bert_checkpoints` writes it."""
+    """A tensor name as the table in `kzoo.models.bert.bert_checkpoints` writes it."""
     name = name[len("bert."):] if name.startswith("bert.") else name
     if "LayerNorm." in name:
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")

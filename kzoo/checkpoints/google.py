@@ -3,9 +3,9 @@
 A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
 `bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
 variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
-the table in `bert_checkpoints`) and `vocab.txt`. Fine-tuned checkpoints from
-`run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add `output_weights`
-or `cls/squad/output_weights`.
+the table in `kzoo.models.bert.bert_checkpoints`) and `vocab.txt`. Fine-tuned
+checkpoints from `run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add
+`output_weights` or `cls/squad/output_weights`.
 
 `hidden_act: "gelu"` maps to kzoo's exact erf GELU: the released weights were
 trained with it (the repository switched its code to the tanh approximation
@@ -21,7 +21,7 @@ import zipfile
 
 import tensorflow as tf
 
-from kzoo.models.bert.bert_checkpoint_huggingface import backbone_config as huggingface_backbone_config
+from kzoo.checkpoints.huggingface import backbone_config as huggingface_backbone_config
 from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
 
 CONFIG_FILE = "bert_config.json"
