@@ -229,39 +229,46 @@ def closed_form_parameter_count(config):
 PAPER_TOTALS = {"bert_base_uncased": 109_482_240, "bert_large_uncased": 335_141_888}
 
 
-def _architecture(config):
-    """The config without the vocabulary size: what the code path depends on."""
-    return tuple(sorted((k, v) for k, v in config.items() if k != "vocabulary_size"))
-
-
-def _presets_to_build():
-    """One preset per distinct architecture, base and large always included.
-
-    Every BERT preset's count is checked against the closed form below; only
-    one preset per architecture is built (building all 14 initialises about
-    1.8 billion parameters per backend, 1-2 minutes on 2 cores). The Table 6
-    rows 12/768/12 and 24/1024/16 are exactly BASE and LARGE, and the cased
-    presets differ from the uncased ones by their vocabulary size alone.
-    """
-    chosen = {}
-    for name in list(PAPER_TOTALS) + list(list_presets("bert")):
-        chosen.setdefault(_architecture(get_preset(name)["config"]), name)
-    return sorted(chosen.values())
-
-
 def test_closed_form_matches_paper_totals():
     for name, total in PAPER_TOTALS.items():
         assert closed_form_parameter_count(get_preset(name)["config"]) == total
 
 
-def test_every_preset_architecture_is_built():
-    built = {_architecture(get_preset(n)["config"]) for n in _presets_to_build()}
-    assert all(_architecture(get_preset(n)["config"]) in built for n in list_presets("bert"))
+def test_every_preset_is_an_architecture_the_closed_form_covers():
+    """Every preset's config has BASE's fields (those the closed form reads
+    among them), a head split of H, and the 4H feed-forward of sec. 3."""
+    fields = set(get_preset("bert_base_uncased")["config"])
+    for name in list_presets("bert"):
+        config = get_preset(name)["config"]
+        assert set(config) == fields, name
+        assert config["hidden_dim"] % config["num_heads"] == 0, name
+        assert config["intermediate_dim"] == 4 * config["hidden_dim"], name
+        assert closed_form_parameter_count(config) > 4_000_000, name  # bert_tiny: 4.4M
+
+
+def test_table_6_rows_of_base_and_large_are_those_models():
     assert get_preset("bert_l12_h768_a12")["config"] == get_preset("bert_base_uncased")["config"]
     assert get_preset("bert_l24_h1024_a16")["config"] == get_preset("bert_large_uncased")["config"]
 
 
-@pytest.mark.parametrize("name", _presets_to_build())
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"num_layers": 3, "hidden_dim": 48, "num_heads": 4, "intermediate_dim": 80},
+        {"vocabulary_size": 97, "max_sequence_length": 40, "num_segments": 3},
+        {"num_layers": 1, "hidden_dim": 24, "num_heads": 3, "intermediate_dim": 24, "num_segments": 1},
+    ],
+)
+def test_closed_form_matches_built_models(overrides):
+    """The closed form counts what the code builds, each config field varied;
+    with BASE and LARGE built below, it stands for every preset's count
+    (building all 14 presets initialises 1.8 billion parameters per backend)."""
+    config = {"num_segments": 2, **TINY, **overrides}
+    assert BertBackbone(**config).count_params() == closed_form_parameter_count(config)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_TOTALS))
 def test_preset_parameter_count(name):
     config = get_preset(name)["config"]
     with warnings.catch_warnings():
@@ -269,9 +276,7 @@ def test_preset_parameter_count(name):
         backbone = BertBackbone.from_preset(name)
     try:
         count = backbone.count_params()
-        assert count == closed_form_parameter_count(config)
-        if name in PAPER_TOTALS:
-            assert count == PAPER_TOTALS[name]
+        assert count == closed_form_parameter_count(config) == PAPER_TOTALS[name]
         assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in backbone.weights)
     finally:
         del backbone

@@ -14,6 +14,8 @@ from kzoo.models.bert.bert_preprocessor import longest_first_budgets
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "home", "##s", "##ing"]
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ","]
 
+data_test = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 
 @pytest.fixture(scope="module")
 def vocabulary_file(tmp_path_factory):
@@ -53,6 +55,7 @@ def hf_longest_first(a, b, budget):
     return min(a, n1), min(b, n2)
 
 
+@data_test
 def test_longest_first_budgets_match_the_rule_exhaustively():
     pairs = list(itertools.product(range(16), repeat=2))
     for budget in range(1, 14):
@@ -63,6 +66,7 @@ def test_longest_first_budgets_match_the_rule_exhaustively():
         assert got == [hf_longest_first(a, b, budget) for a, b in pairs]
 
 
+@data_test
 @pytest.mark.parametrize("sequence_length", [8, 9, 16, 32])
 def test_pairs_match_hugging_face(vocabulary_file, hf_tokenizer, sequence_length):
     rng = np.random.default_rng(sequence_length)
@@ -82,6 +86,7 @@ def test_pairs_match_hugging_face(vocabulary_file, hf_tokenizer, sequence_length
     assert (ours["padding_mask"].sum(1) == sequence_length).mean() > 0.2  # truncation happened
 
 
+@data_test
 def test_single_segments_match_hugging_face(vocabulary_file, hf_tokenizer):
     texts = random_texts(np.random.default_rng(0), 300, 30)
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary_file), sequence_length=16)
@@ -92,6 +97,7 @@ def test_single_segments_match_hugging_face(vocabulary_file, hf_tokenizer):
     np.testing.assert_array_equal(ours["padding_mask"].numpy(), theirs["attention_mask"])
 
 
+@data_test
 def test_layout_of_a_pair(vocabulary_file):
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary_file), sequence_length=10)
     out = {k: v.numpy().tolist() for k, v in preprocessor((["the cat"], ["sat"])).items()}
@@ -100,6 +106,7 @@ def test_layout_of_a_pair(vocabulary_file):
     assert out["padding_mask"] == [[1, 1, 1, 1, 1, 1, 0, 0, 0, 0]]
 
 
+@data_test
 def test_single_string_gives_unbatched_outputs(vocabulary_file):
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary_file), sequence_length=6)
     out = preprocessor("the cat sat on the mat")
@@ -132,6 +139,7 @@ def test_tf_data_map_feeds_the_backbone(vocabulary_file):
     )
 
 
+@data_test
 def test_errors(vocabulary_file):
     tokenizer = BertTokenizer(vocabulary_file)
     with pytest.raises(ValueError, match="sequence_length=2"):
@@ -140,6 +148,7 @@ def test_errors(vocabulary_file):
         BertPreprocessor(tokenizer, sequence_length=8)((["a"], ["b"], ["c"]))
 
 
+@data_test
 def test_config_round_trip(vocabulary_file):
     preprocessor = BertPreprocessor(BertTokenizer(vocabulary_file), sequence_length=12)
     revived = BertPreprocessor.from_config(preprocessor.get_config())

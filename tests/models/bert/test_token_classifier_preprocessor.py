@@ -20,6 +20,8 @@ JOHN, IN, THE, U, DOT, S, PLAY, ING, PLURAL = range(5, 14)
 WORDS = [["John", "plays", "in", "the", "U.S."], ["playing"]]
 LABELS = [[1, 0, 0, 0, 2], [3]]
 
+data_test = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
+
 
 def preprocessor(sequence_length=14):
     return BertTokenClassifierPreprocessor(BertTokenizer(VOCABULARY), sequence_length=sequence_length)
@@ -30,6 +32,7 @@ def as_lists(features, labels=None):
     return out if labels is None else (out, labels.numpy().tolist())
 
 
+@data_test
 def test_label_at_the_first_sub_token_of_each_word():
     features, labels = as_lists(*preprocessor()(WORDS, LABELS))
     assert features["token_ids"] == [
@@ -46,6 +49,7 @@ def test_label_at_the_first_sub_token_of_each_word():
     assert preprocessor().word_positions(WORDS).to_list() == [[1, 2, 4, 5, 6], [1]]
 
 
+@data_test
 @pytest.mark.parametrize(
     "words",
     [
@@ -57,6 +61,7 @@ def test_label_at_the_first_sub_token_of_each_word():
     ],
     ids=["strings", "numpy", "string_tensor", "ragged", "tuples_and_arrays"],
 )
+@data_test
 def test_every_input_form_gives_the_same_features(words):
     expected = preprocessor()(WORDS)
     out = preprocessor()(words)
@@ -64,6 +69,7 @@ def test_every_input_form_gives_the_same_features(words):
         np.testing.assert_array_equal(out[key].numpy(), expected[key].numpy())
 
 
+@data_test
 def test_only_the_model_inputs_and_labels_as_int32():
     features, labels = preprocessor()(WORDS, tf.ragged.constant(LABELS, dtype=tf.int64))
     assert sorted(features) == ["padding_mask", "segment_ids", "token_ids"]
@@ -73,6 +79,7 @@ def test_only_the_model_inputs_and_labels_as_int32():
     assert weights == [0.5, 1.0]
 
 
+@data_test
 def test_dense_words_and_labels():
     words, labels = tf.constant([["john", "in"], ["the", "u.s."]]), tf.constant([[1, 2], [3, 4]])
     features, labels = preprocessor(6)(words, labels)
@@ -83,6 +90,7 @@ def test_dense_words_and_labels():
     assert labels.numpy().tolist() == [[-1, 1, 2, -1, -1, -1], [-1, 3, 4, -1, -1, -1]]
 
 
+@data_test
 def test_a_word_without_tokens_becomes_unk_and_keeps_its_label():
     # "\x00" and "" give no token, "zebra" is not in the vocabulary.
     features, labels = as_lists(*preprocessor(8)([["john", "\x00", "", "zebra", "in"]], [[1, 2, 3, 4, 5]]))
@@ -90,6 +98,7 @@ def test_a_word_without_tokens_becomes_unk_and_keeps_its_label():
     assert labels == [[-1, 1, 2, 3, 4, 5, -1, -1]]
 
 
+@data_test
 def test_truncation_keeps_the_first_sub_tokens_that_fit():
     words, labels = [["John", "plays", "U.S.", "in"]], [[1, 0, 2, 4]]  # john play ##s u . s . in
     # 4 tokens fit: "U.S." is cut after its first sub-token, "in" is dropped.
@@ -109,6 +118,7 @@ def test_truncation_keeps_the_first_sub_tokens_that_fit():
     assert preprocessor(3).word_positions([["john", "in"], []]).to_list() == [[1, -1], []]
 
 
+@data_test
 def test_word_positions_pick_per_word_predictions():
     prep = preprocessor()
     _, labels = prep(WORDS, LABELS)
@@ -119,6 +129,7 @@ def test_word_positions_pick_per_word_predictions():
     assert positions.dtype == tf.int32
 
 
+@data_test
 def test_inside_tf_data_with_ragged_words():
     prep = preprocessor()
     words = WORDS + [["the", "john"], ["u.s.", "in", "the"]]
@@ -136,6 +147,7 @@ def test_inside_tf_data_with_ragged_words():
     assert next(iter(positions)).to_list() == prep.word_positions(words).to_list()
 
 
+@data_test
 def test_inside_tf_data_with_sentence_strings_and_dense_batches():
     prep = preprocessor(8)
     sentences, labels = ["john in", "the u.s."], [[1, 2], [3, 4]]
@@ -158,6 +170,7 @@ def test_labels_work_with_a_loss_that_ignores_minus_one():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
+@data_test
 @pytest.mark.parametrize(
     "labels,message",
     [
@@ -169,11 +182,13 @@ def test_labels_work_with_a_loss_that_ignores_minus_one():
         ([["B-PER"] * 5, ["O"]], "integer label ids"),
     ],
 )
+@data_test
 def test_label_errors(labels, message):
     with pytest.raises(ValueError, match=message):
         preprocessor()(WORDS, labels)
 
 
+@data_test
 def test_label_errors_inside_tf_data():
     words = tf.ragged.constant([["john", "in"], ["the"], ["in"]])
     labels = tf.ragged.constant([[1], [-1], [0]])  # a word short, then a negative label
@@ -186,6 +201,7 @@ def test_label_errors_inside_tf_data():
     assert next(batches)[1].numpy().tolist()[0][:3] == [-1, 0, -1]  # good batches still flow
 
 
+@data_test
 @pytest.mark.parametrize(
     "x,message",
     [
@@ -196,16 +212,19 @@ def test_label_errors_inside_tf_data():
         (tf.constant([1, 2]), "int32 tensor"),
     ],
 )
+@data_test
 def test_input_errors(x, message):
     with pytest.raises(ValueError, match=message):
         preprocessor()(x)
 
 
+@data_test
 def test_sequence_length_error():
     with pytest.raises(ValueError, match="sequence_length=2"):
         preprocessor(2)
 
 
+@data_test
 def test_config_and_preset_round_trip(tmp_path):
     prep = preprocessor(9)
     revived = BertTokenClassifierPreprocessor.from_config(prep.get_config())
@@ -222,6 +241,7 @@ def test_config_and_preset_round_trip(tmp_path):
 # === Entity-level F1 (conlleval) ===
 
 
+@data_test
 def test_bio_entities():
     assert bio_entities(["B-PER", "I-PER", "O", "B-LOC"]) == [("PER", 0, 2), ("LOC", 3, 4)]
     assert bio_entities(["O", "I-PER", "I-PER"]) == [("PER", 1, 3)]  # I- after O starts one
@@ -234,6 +254,7 @@ def test_bio_entities():
     assert bio_entities(["O", "O"]) == [] and bio_entities([]) == []
 
 
+@data_test
 def test_entity_f1_exact_match_only():
     true = [["B-PER", "I-PER", "O"]]
     assert entity_f1(true, true) == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
@@ -244,6 +265,7 @@ def test_entity_f1_exact_match_only():
     assert entity_f1(true, [["I-PER", "I-PER", "O"]])["f1"] == 1.0  # IOB1 spelling, same entity
 
 
+@data_test
 def test_entity_f1_precision_differs_from_recall():
     true = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O", "B-MISC"]]  # 4 entities
     predicted = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O", "O"]]  # 3, of which 2 correct
@@ -254,6 +276,7 @@ def test_entity_f1_precision_differs_from_recall():
     assert scores["f1"] == pytest.approx(4 / 7)
 
 
+@data_test
 def test_entity_f1_without_entities_is_zero():
     zero = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     assert entity_f1([["B-PER", "O"]], [["O", "O"]]) == zero  # empty predictions
@@ -261,11 +284,13 @@ def test_entity_f1_without_entities_is_zero():
     assert entity_f1([["O"]], [["O"]]) == zero and entity_f1([], []) == zero
 
 
+@data_test
 def test_entities_do_not_cross_sentences():
     true = [["O", "B-PER"], ["I-PER", "O"]]
     assert entity_f1(true, [["O", "B-PER"], ["B-PER", "O"]])["f1"] == 1.0
 
 
+@data_test
 @pytest.mark.parametrize(
     "true,predicted,message",
     [
@@ -276,6 +301,7 @@ def test_entities_do_not_cross_sentences():
         ([["O"], ["O"]], [["O"]], "2 true tag sequences but 1"),
     ],
 )
+@data_test
 def test_entity_f1_errors(true, predicted, message):
     with pytest.raises(ValueError, match=message):
         entity_f1(true, predicted)
