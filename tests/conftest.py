@@ -46,14 +46,17 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "backend_independent: pure TensorFlow / NumPy data code (tokenizers, tf.data pipelines, "
-        "metrics) that no Keras backend touches; run under KERAS_BACKEND=tensorflow only.",
+        "metrics) that no Keras backend touches; run under one backend only: "
+        "KZOO_BACKEND_INDEPENDENT_ON (tensorflow by default).",
     )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselects backend-independent tests on jax and torch (they would only
-    repeat the TensorFlow run); every model and layer test runs on all three."""
-    if keras.backend.backend() == "tensorflow":
+    """Runs backend-independent tests under one backend only (they would only
+    repeat themselves): KZOO_BACKEND_INDEPENDENT_ON, tensorflow by default;
+    tests/run_all_backends.py gives them to torch, whose run ends first. Every
+    model and layer test runs on all three."""
+    if keras.backend.backend() == os.environ.get("KZOO_BACKEND_INDEPENDENT_ON", "tensorflow"):
         return
     kept = [item for item in items if item.get_closest_marker("backend_independent") is None]
     deselected = [item for item in items if item.get_closest_marker("backend_independent") is not None]

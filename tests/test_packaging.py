@@ -6,16 +6,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-import keras
 import pytest
 
 from kzoo.presets import list_presets
 
 
-@pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="packaging does not depend on the backend; checked once, in the tensorflow run",
-)
+@pytest.mark.backend_independent  # checked under one backend (tests/conftest.py)
 def test_wheel_contains_every_preset(tmp_path):
     root = Path(__file__).resolve().parents[1]
     source = tmp_path / "source"  # build from a copy: setuptools writes build/ into the tree
