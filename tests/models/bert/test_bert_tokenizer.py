@@ -64,6 +64,9 @@ def test_matches_hugging_face_on_every_sentence(learned, corpus):
             (corpus[i][:60], [vocab[k] for k in got[i][j : j + 3]], [vocab[k] for k in expected[i][j : j + 3]])
         )
     assert not bad, f"{len(bad)} mismatches, e.g. (text, kzoo, hf): {examples}"
+    # tokenize() normalizes whole strings, tokenize_with_offsets() character
+    # by character (to map offsets back): the same ids.
+    assert tokenizer.tokenize_with_offsets(corpus)[0].to_list() == got
 
 
 @pytest.mark.parametrize("sequence_length", [24, 256])
