@@ -39,6 +39,7 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
     [[[2, 5, 3, 6, 8, 3], [2, 5, 3, 7, 3, 0]]]
     """
 
+    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, x, y=None, sample_weight=None):
         if not isinstance(x, tuple) or len(x) != 2:
             raise ValueError(

@@ -140,6 +140,7 @@ class BertPreprocessor(PreprocessorWithTokenizer):
         self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
 
+    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, x, y=None, sample_weight=None):
         segments = x if isinstance(x, tuple) else (x,)
         if len(segments) not in (1, 2):

@@ -146,6 +146,7 @@ class BertTokenClassifierPreprocessor(PreprocessorWithTokenizer):
         self.tokenizer = tokenizer
         self.sequence_length = int(sequence_length)
 
+    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, x, y=None, sample_weight=None):
         pieces = self._word_pieces(x)
         tokens = self._truncate(pieces.merge_dims(1, 2))
