@@ -36,7 +36,8 @@ def start_backend(args):
     os.environ["KERAS_BACKEND"] = backend
     os.environ["JAX_PLATFORMS"] = "cpu"
     if args.engine == "jax":
-        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        flags = os.environ.get("XLA_FLAGS", "")  # the suite's optimisation level, if any
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=8".strip()
     import tensorflow as tf
 
     tf.config.set_visible_devices([], "GPU")

@@ -32,7 +32,8 @@ def only_on(backend):
 
 def results(*commands, timeout=240):
     """Runs the commands side by side; the `RESULT` JSON each printed."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "KERAS_BACKEND")}
+    # XLA_FLAGS passes on (the suite's optimisation level, tests/conftest.py).
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     processes = [
         subprocess.Popen(c, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
