@@ -16,7 +16,7 @@ from keras import ops
 
 from kzoo import BertBackbone, BertPreprocessor, BertTokenizer, presets
 from kzoo.preset_directories import load_task, save_backbone, save_task
-from tests.models.bert.cross_backend_script import run_on_other_backends
+from tests.models.bert.cross_backend_script import run_on_other_backend
 from tests.models.bert.test_bert_backbone import padded_batch
 
 TINY = dict(
@@ -339,10 +339,12 @@ def test_saving_refuses_foreign_directories(tmp_path, saved_backbone):
 
 
 def test_cross_backend_preset(saved_backbone, tmp_path):
-    """A preset saved on this backend gives the same outputs on the other two."""
+    """A preset saved on this backend gives the same outputs on the previous
+    one (tensorflow -> torch -> jax -> tensorflow; the weights test in
+    test_bert_backbone.py goes the other way round)."""
     _, outputs, path = saved_backbone
     np.savez(tmp_path / "case.npz", **padded_batch(), **outputs)
-    for report in run_on_other_backends(tmp_path, path):
-        assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
-        assert report["sequence_max_abs_diff"] <= 1e-5, report
-        assert report["pooled_max_abs_diff"] <= 1e-5, report
+    report = run_on_other_backend(tmp_path, path, step=-1)
+    assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
+    assert report["sequence_max_abs_diff"] <= 1e-5, report
+    assert report["pooled_max_abs_diff"] <= 1e-5, report

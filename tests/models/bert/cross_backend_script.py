@@ -1,4 +1,4 @@
-"""Run in a subprocess, once per other backend, by `run_on_other_backends`
+"""Run in a subprocess, on another backend, by `run_on_other_backend`
 (`test_bert_backbone.py::test_cross_backend_weights`,
 `test_preset_directories.py::test_cross_backend_preset`).
 
@@ -24,34 +24,25 @@ from keras import ops
 from kzoo import BertBackbone
 
 
-def run_on_other_backends(*args):
-    """Runs this script with `args` under the two backends other than the
-    current one, side by side; returns their JSON reports."""
-    this = keras.backend.backend()
-    others = [b for b in ("tensorflow", "jax", "torch") if b != this]
-    assert len(others) == 2
+def run_on_other_backend(*args, step):
+    """Runs this script with `args` under another backend: the one `step`
+    places after the current one in (tensorflow, jax, torch), cyclically;
+    returns its JSON report. The weights test reads on the next backend and
+    the preset test on the previous one, so that one backend's run checks
+    both directions and the three runs together every pair."""
+    backends = ("tensorflow", "jax", "torch")
+    other = backends[(backends.index(keras.backend.backend()) + step) % len(backends)]
     script = os.path.abspath(__file__)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(script))))
-    runs = {}
-    for other in others:
-        env = dict(os.environ, KERAS_BACKEND=other, TF_CPP_MIN_LOG_LEVEL="3")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        runs[other] = subprocess.Popen(
-            [sys.executable, script, *map(str, args)],
-            env=env,
-            cwd=root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    reports = []
-    for other, run in runs.items():
-        stdout, stderr = run.communicate(timeout=300)
-        assert run.returncode == 0, f"{other}:\n{stdout}\n{stderr[-3000:]}"
-        report = json.loads(stdout.strip().splitlines()[-1])
-        assert report["backend"] == other
-        reports.append(report)
-    return reports
+    env = dict(os.environ, KERAS_BACKEND=other, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    run = subprocess.run(
+        [sys.executable, script, *map(str, args)], env=env, cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, f"{other}:\n{run.stdout}\n{run.stderr[-3000:]}"
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["backend"] == other
+    return report
 
 
 def load_backbone(case_dir, preset_dir=None):

@@ -18,7 +18,7 @@ from keras import ops
 from kzoo import BertBackbone
 from kzoo.presets import get_preset, list_presets
 from tests.models.bert import numpy_bert
-from tests.models.bert.cross_backend_script import run_on_other_backends
+from tests.models.bert.cross_backend_script import run_on_other_backend
 
 TINY = dict(
     vocabulary_size=50,
@@ -189,7 +189,8 @@ def test_reference_gelus():
 
 
 def test_cross_backend_weights(tmp_path):
-    """Weights saved on this backend give the same outputs on the other two."""
+    """Weights saved on this backend give the same outputs on the next one
+    (tensorflow -> jax -> torch -> tensorflow)."""
     keras.utils.set_random_seed(20240601)
     backbone = tiny_backbone(seed=7)
     inputs = padded_batch()
@@ -205,10 +206,10 @@ def test_cross_backend_weights(tmp_path):
         pooled_output=to_numpy(outputs["pooled_output"]).astype("float64"),
     )
 
-    for report in run_on_other_backends(tmp_path):
-        assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
-        assert report["sequence_max_abs_diff"] <= 1e-5, report
-        assert report["pooled_max_abs_diff"] <= 1e-5, report
+    report = run_on_other_backend(tmp_path, step=1)
+    assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
+    assert report["sequence_max_abs_diff"] <= 1e-5, report
+    assert report["pooled_max_abs_diff"] <= 1e-5, report
 
 
 # 3. Parameter counts ----------------------------------------------------------
