@@ -157,7 +157,8 @@ def main():
         if args.engine.startswith("jax"):
             run["shardings"] = shardings(model)
         result["runs"].append(run)
-    print("RESULT " + json.dumps(result), flush=True)
+    sys.stdout.write("RESULT " + json.dumps(result) + "\n")  # one write, so that ranks' lines stay whole
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,15 @@ def results(*commands, timeout=240):
     outputs = [p.communicate(timeout=timeout)[0] for p in processes]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output[-3000:]
-    return [json.loads(line[len("RESULT "):]) for out in outputs for line in out.splitlines() if line.startswith("RESULT ")]
+    # torchrun's ranks share one pipe: one rank's line was seen glued to the
+    # end of the other's, so every "RESULT " is decoded where it starts.
+    decoder = json.JSONDecoder()
+    return [
+        decoder.raw_decode(part)[0]
+        for out in outputs
+        for part in out.split("RESULT ")[1:]
+        if part.startswith("{")
+    ]
 
 
 def worker(*args):
