@@ -18,6 +18,8 @@ every document); masking happens later, per batch, in `tf.data`.
 """
 
 import collections
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
@@ -80,13 +82,21 @@ def tokenize_documents(documents, tokenizer, batch_size=4096, progress=True):
     """
     sentences = [s for document in documents for s in document]
     sentences_per_document = np.array([len(d) for d in documents], dtype=np.int64)
+
+    def tokenized(start):
+        ragged = tokenizer.tokenize(tf.constant(sentences[start : start + batch_size]))
+        return ragged.flat_values.numpy(), ragged.row_lengths().numpy()
+
+    # TensorFlow's eager kernels release the GIL: batches tokenized on one
+    # thread per core, results taken in order.
     ids, lengths = [], []
+    starts = range(0, len(sentences), batch_size)
     with tqdm(total=len(sentences), desc="tokenizing", unit="sentence", disable=not progress) as bar:
-        for start in range(0, len(sentences), batch_size):
-            ragged = tokenizer.tokenize(tf.constant(sentences[start : start + batch_size]))
-            ids.append(ragged.flat_values.numpy())
-            lengths.append(ragged.row_lengths().numpy())
-            bar.update(len(lengths[-1]))
+        with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(starts)))) as pool:
+            for batch_ids, batch_lengths in pool.map(tokenized, starts):
+                ids.append(batch_ids)
+                lengths.append(batch_lengths)
+                bar.update(len(batch_lengths))
     token_ids = np.concatenate(ids).astype(np.int32) if ids else np.zeros([0], np.int32)
     lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
 

@@ -35,6 +35,22 @@ def corpus(tokenizer):
     return tokenize_documents(make_documents(800), tokenizer, progress=False)
 
 
+def test_tokenize_documents_in_parallel_batches_keeps_the_corpus_order(corpus, tokenizer):
+    """Batches tokenized on several threads come back in corpus order: 800
+    documents in batches of 97 sentences give the corpus of one batch, and
+    every sentence's ids are the tokenizer's."""
+    documents = make_documents(800)
+    small_batches = tokenize_documents(documents, tokenizer, batch_size=97, progress=False)
+    for name in ("token_ids", "sentence_splits", "document_splits"):
+        np.testing.assert_array_equal(getattr(small_batches, name), getattr(corpus, name))
+    sentences = [s for d in documents for s in d]
+    assert len(sentences) > 20 * 97  # many batches
+    splits = corpus.sentence_splits
+    for index in (0, 1000, len(splits) - 2):
+        expected = tokenizer.tokenize(tf.constant([sentences[index]])).flat_values.numpy()
+        np.testing.assert_array_equal(corpus.token_ids[splits[index] : splits[index + 1]], expected)
+
+
 def collect(dataset):
     """Concatenates every batch of one pass into numpy arrays."""
     parts = {}
