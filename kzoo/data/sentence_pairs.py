@@ -66,7 +66,7 @@ def tokenize_documents(documents, tokenizer, batch_size=4096, progress=True):
         documents: a list of documents, each a list of sentence strings
             (see `kzoo.data.read_documents`).
         tokenizer: a `kzoo.BertTokenizer` (BERT sec. 3 WordPiece).
-        batch_size: sentences per tokenizer call.
+        batch_size: sentences per tokenizer call (calls run on one thread per CPU core).
         progress: show a tqdm progress bar.
 
     Returns:
