@@ -1,6 +1,7 @@
 """One encoder layer, "Attention Is All You Need" sec. 3.1 (Figure 1, left)."""
 
 import keras
+from keras import ops
 
 from kzoo.layers.masks import merge_attention_masks, padding_attention_mask
 from kzoo.layers.transformer_block import TransformerBlock
@@ -23,20 +24,37 @@ class TransformerEncoderBlock(TransformerBlock):
         padding_mask: optional `(batch, sequence_length)`, non-zero for real tokens.
         attention_mask: optional boolean `(batch, sequence_length, sequence_length)`;
             combined with `padding_mask` by logical AND.
+        output_positions: optional int `(batch, P)`: compute the block's
+            outputs only at these positions. Every position still serves as a
+            key and value, so the rows equal those of the full output; the
+            queries, the output projection and the feed-forward network run on
+            `P` rows instead of `sequence_length`. For the last layer of a
+            model whose head reads a few positions (BERT's masked LM, sec. 3.1
+            of the BERT paper: no work for outputs the loss never reads).
         return_attention_scores: also return the attention probabilities
-            `(batch, num_heads, sequence_length, sequence_length)`.
+            `(batch, num_heads, query_length, sequence_length)`.
         training: whether dropout is active.
 
     Returns:
-        `(batch, sequence_length, d_model)`, or `(outputs, scores)`.
+        `(batch, sequence_length, d_model)` (`(batch, P, d_model)` with
+        `output_positions`), or `(outputs, scores)`.
 
     Example:
 
     >>> import numpy as np
     >>> block = TransformerEncoderBlock(num_heads=2, intermediate_dim=32)
     >>> x = np.random.rand(2, 5, 16).astype("float32")
-    >>> tuple(block(x, padding_mask=np.array([[1] * 5, [1, 1, 1, 0, 0]])).shape)
+    >>> mask = np.array([[1] * 5, [1, 1, 1, 0, 0]])
+    >>> full = block(x, padding_mask=mask)
+    >>> tuple(full.shape)
     (2, 5, 16)
+    >>> rows = block(x, padding_mask=mask, output_positions=np.array([[0, 4], [2, 1]]))
+    >>> tuple(rows.shape)
+    (2, 2, 16)
+    >>> from keras import ops
+    >>> rows, full = ops.convert_to_numpy(rows), ops.convert_to_numpy(full)
+    >>> bool(np.allclose(rows[1, 0], full[1, 2], atol=1e-5))
+    True
     """
 
     def build(self, inputs_shape):
@@ -58,6 +76,7 @@ class TransformerEncoderBlock(TransformerBlock):
         inputs,
         padding_mask=None,
         attention_mask=None,
+        output_positions=None,
         return_attention_scores=False,
         training=None,
     ):
@@ -65,10 +84,17 @@ class TransformerEncoderBlock(TransformerBlock):
             None if padding_mask is None else padding_attention_mask(padding_mask),
             attention_mask,
         )
+        queries, keys = inputs, None  # keys None: self-attention over the queries
+        if output_positions is not None:
+            queries = gather_positions(inputs, output_positions)
+            keys = self.self_attention_layer_norm(inputs) if self.normalize_first else inputs
+            if mask is not None and mask.shape[1] != 1:  # one row per query
+                mask = gather_positions(mask, output_positions)
         x, scores = self._residual(
-            inputs,
+            queries,
             lambda h: self.self_attention(
                 h,
+                keys,
                 attention_mask=mask,
                 return_attention_scores=return_attention_scores,
                 training=training,
@@ -81,3 +107,22 @@ class TransformerEncoderBlock(TransformerBlock):
             x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout, training
         )
         return (x, scores[0]) if return_attention_scores else x
+
+
+def gather_positions(x, positions):
+    """Rows `positions` `(batch, P)` of `x` `(batch, length, ...)`: `(batch, P, ...)`.
+
+    The gather of BERT's masked-LM output (BERT sec. 3.1, `gather_indexes` in
+    google-research/bert), for hidden states and attention masks alike.
+
+    Example:
+
+    >>> import numpy as np
+    >>> x = np.arange(12).reshape(2, 3, 2)
+    >>> ops.convert_to_numpy(gather_positions(x, np.array([[2], [0]]))).tolist()
+    [[[4, 5]], [[6, 7]]]
+    """
+    positions = ops.cast(positions, "int32")
+    for _ in range(len(x.shape) - 2):
+        positions = ops.expand_dims(positions, -1)
+    return ops.take_along_axis(x, positions, axis=1)

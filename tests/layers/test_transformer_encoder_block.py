@@ -139,3 +139,43 @@ def test_explicit_key_dim_allows_any_hidden_size():
     output = to_numpy(block(x, padding_mask=PADDING))
     assert output.shape == (BATCH, LENGTH, HIDDEN)
     np.testing.assert_allclose(output, ref.encoder_block(block, x, mask=PADDING), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_output_positions_are_the_rows_of_the_full_output(normalize_first):
+    # Only the queries are gathered; keys and values still span the sequence,
+    # so the rows equal the full output's at those positions (repeats allowed).
+    x = inputs()
+    block = built_block(x, normalize_first=normalize_first)
+    positions = np.array([[4, 0, 4], [2, 1, 0]], "int32")
+    full = to_numpy(block(x, padding_mask=PADDING))
+    rows = to_numpy(block(x, padding_mask=PADDING, output_positions=positions))
+    assert rows.shape == (BATCH, 3, HIDDEN)
+    expected = np.take_along_axis(full, positions[:, :, None], axis=1)
+    np.testing.assert_allclose(rows, expected, atol=1e-5, rtol=0)
+    # The other positions' states matter as keys: changing one changes the rows.
+    changed = x.copy()
+    changed[:, 3] = np.random.default_rng(3).normal(size=(BATCH, HIDDEN))
+    moved = to_numpy(block(changed, padding_mask=PADDING, output_positions=positions))
+    assert np.max(np.abs(moved[0] - rows[0])) > 1e-3
+
+
+def test_output_positions_with_a_full_attention_mask():
+    x = inputs()
+    block = built_block(x)
+    causal = causal_attention_mask(LENGTH, LENGTH)
+    positions = np.array([[1, 3], [4, 2]], "int32")
+    full = to_numpy(block(x, padding_mask=PADDING, attention_mask=causal))
+    rows, scores = block(
+        x,
+        padding_mask=PADDING,
+        attention_mask=causal,
+        output_positions=positions,
+        return_attention_scores=True,
+    )
+    expected = np.take_along_axis(full, positions[:, :, None], axis=1)
+    np.testing.assert_allclose(to_numpy(rows), expected, atol=1e-5, rtol=0)
+    scores = ref.as_float64(scores)
+    assert scores.shape == (BATCH, 2, 2, LENGTH)
+    assert np.all(scores[0, :, 0, 2:] < 1e-6)  # position 1 sees keys 0..1 only
+    assert np.all(scores[1, :, 1, 3:] < 1e-6)  # position 2 sees keys 0..2

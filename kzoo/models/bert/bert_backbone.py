@@ -8,6 +8,7 @@ from keras import ops
 
 from kzoo.fast_paths import CompileDefaults
 from kzoo.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
+from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.functional_backbone import FunctionalBackbone
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
@@ -19,11 +20,27 @@ def bert_initializer():
 
 
 def encode(
-    layers, inputs, training=None, return_hidden_states=False, return_attention_scores=False
+    layers,
+    inputs,
+    training=None,
+    return_hidden_states=False,
+    return_attention_scores=False,
+    output_positions=None,
 ):
     """BERT's forward pass (sec. 3) over `layers`, a `BertBackbone` or the
     namespace of its layers: builds the functional graph, and serves the
-    on-request outputs (hidden states, attention probabilities)."""
+    on-request outputs (hidden states, attention probabilities).
+
+    With `output_positions` `(batch, P)`, the last layer computes its outputs
+    only at `[CLS]` and those positions (every position still serves as key
+    and value): `sequence_output` is then `(batch, P, H)`, the states at
+    `output_positions`, and `pooled_output` is unchanged. The pre-training
+    heads read nothing else (sec. 3.1: the masked positions and `[CLS]`)."""
+    if output_positions is not None and (return_hidden_states or return_attention_scores):
+        raise ValueError(
+            "`output_positions` computes the last layer at a few positions only; it "
+            "cannot be combined with `return_hidden_states` or `return_attention_scores`."
+        )
     padding_mask = inputs["padding_mask"]
     tokens = layers.token_embedding(inputs["token_ids"])  # (B, T, H)
     x = (
@@ -34,10 +51,12 @@ def encode(
     x = layers.embeddings_dropout(layers.embeddings_layer_norm(x), training=training)
 
     hidden_states, attention_scores = [x], []
-    for layer in layers.transformer_layers:
+    last = len(layers.transformer_layers) - 1
+    for index, layer in enumerate(layers.transformer_layers):
         x = layer(
             x,
             padding_mask=padding_mask,
+            output_positions=_with_cls(output_positions) if index == last else None,
             return_attention_scores=return_attention_scores,
             training=training,
         )
@@ -46,8 +65,10 @@ def encode(
             attention_scores.append(scores)  # (B, A, T, T)
         hidden_states.append(x)
 
+    if output_positions is not None and last < 0:  # no layers: gather the embeddings
+        x = gather_positions(x, _with_cls(output_positions))
     outputs = {
-        "sequence_output": x,
+        "sequence_output": x if output_positions is None else x[:, 1:, :],
         "pooled_output": layers.pooled_dense(x[:, 0, :]),  # tanh(W C + b), C = [CLS]
     }
     if return_hidden_states:
@@ -55,6 +76,14 @@ def encode(
     if return_attention_scores:
         outputs["attention_scores"] = attention_scores
     return outputs
+
+
+def _with_cls(positions):
+    """`[0] + positions` per row: the [CLS] state feeds the pooled output."""
+    if positions is None:
+        return None
+    positions = ops.cast(positions, "int32")
+    return ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

@@ -6,9 +6,10 @@ from keras import ops
 from kzoo.backend_checks import is_concrete
 from kzoo.layers import get_activation
 from kzoo.layers.initializers import clone_initializer
+from kzoo.layers.transformer_encoder_block import gather_positions
 
 
-def _check_positions(mask_positions, sequence_length):
+def check_mask_positions(mask_positions, sequence_length):
     """Out-of-range gather indices clamp or give NaN silently on some backends:
     raise the same `ValueError` everywhere, where the values can be read."""
     if sequence_length is None or not is_concrete(mask_positions):
@@ -65,6 +66,8 @@ class BertMaskedLMHead(keras.layers.Layer):
         sequence_output: the backbone's `(batch, sequence_length, H)` output.
         mask_positions: int `(batch, P)` positions to predict; padding slots
             may hold any valid position (0) and get weight 0 in the loss.
+            `None` when `sequence_output` holds only those positions already,
+            `(batch, P, H)` (as `BertPretrainer` computes them).
 
     Returns:
         `(batch, P, vocabulary_size)` logits in the layer's compute dtype.
@@ -132,16 +135,18 @@ class BertMaskedLMHead(keras.layers.Layer):
             initializer=clone_initializer(self.bias_initializer),
         )
 
-    def call(self, sequence_output, mask_positions):
-        _check_positions(mask_positions, sequence_output.shape[1])
-        positions = ops.expand_dims(ops.cast(mask_positions, "int32"), axis=-1)  # (B, P, 1)
-        h = ops.take_along_axis(sequence_output, positions, axis=1)  # (B, P, H)
+    def call(self, sequence_output, mask_positions=None):
+        h = sequence_output  # (B, P, H) when already gathered
+        if mask_positions is not None:
+            check_mask_positions(mask_positions, sequence_output.shape[1])
+            h = gather_positions(sequence_output, mask_positions)  # (B, P, H)
         h = self.transform_layer_norm(self._activation_fn(self.transform_dense(h)))
         logits = self.token_embedding(h, reverse=True)  # h W_e^T: (B, P, V)
         return ops.cast(logits, self.compute_dtype) + self.bias
 
-    def compute_output_shape(self, sequence_output_shape, mask_positions_shape):
-        return tuple(mask_positions_shape) + (self.token_embedding.input_dim,)
+    def compute_output_shape(self, sequence_output_shape, mask_positions_shape=None):
+        rows = sequence_output_shape[:-1] if mask_positions_shape is None else mask_positions_shape
+        return tuple(rows) + (self.token_embedding.input_dim,)
 
     def get_config(self):
         config = super().get_config()

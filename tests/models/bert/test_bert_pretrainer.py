@@ -170,6 +170,28 @@ def test_head_logits_from_backbone_sequence_output():
     assert max_abs_diff(model(shifted)["mlm_logits"], expected) > 0.1
 
 
+@pytest.mark.parametrize("cls", [BertPretrainer, BertMaskedLM])
+def test_last_layer_runs_only_at_cls_and_the_masked_positions(cls):
+    """No work for outputs the loss never reads: the last encoder layer's
+    feed-forward network sees [CLS] + P rows per sequence, the others all T."""
+    model = tiny_pretrainer(cls, seed=3)
+    features, _ = batch()
+    seen = []
+    for layer in model.backbone.transformer_layers:
+        feed_forward = layer.feed_forward
+        original = feed_forward.call
+        feed_forward.call = lambda x, *a, _f=original, **k: seen.append(tuple(x.shape)) or _f(
+            x, *a, **k
+        )
+    model(features)
+    assert seen == [(3, 10, 16), (3, 5, 16)]  # TINY: 2 layers, H = 16; P = 4
+    # The gathered rows feed the head as they are: the same logits as gathering
+    # from the full sequence output.
+    sequence_output = model.backbone({k: features[k] for k in features if k != "mask_positions"})
+    full = model.mlm_head(sequence_output["sequence_output"], features["mask_positions"])
+    assert max_abs_diff(model(features)["mlm_logits"], to_numpy(full)) <= PARITY_ATOL
+
+
 def test_masked_lm_logits_and_loss_match_numpy():
     model = tiny_pretrainer(BertMaskedLM, seed=2)
     features, labels = batch()
@@ -564,3 +586,13 @@ def test_preset_directory_keeps_heads_and_tokenizer(tmp_path):
         to_numpy(model.backbone(inputs)["sequence_output"]),
     ) <= 1e-6
     assert BertMaskedLM.from_preset(tmp_path).backbone.num_layers == model.backbone.num_layers
+
+
+def test_output_positions_do_not_mix_with_every_layers_outputs():
+    from kzoo.models.bert.bert_backbone import encode
+
+    model = tiny_pretrainer()
+    features, _ = batch()
+    inputs = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    with pytest.raises(ValueError, match="cannot be combined with `return_hidden_states`"):
+        encode(model.backbone, inputs, return_hidden_states=True, output_positions=features["mask_positions"])
