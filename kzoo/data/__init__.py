@@ -4,7 +4,8 @@
 - `read_documents`, `read_text_files`: document-level corpora (BERT sec. 3.1).
 - `pretraining_dataset`: the whole pre-training pipeline, tokenize → NSP pairs →
   pack → MLM masking → batch, built from `tokenize_documents`,
-  `sentence_pairs`, `pack_segments` and `mask_language_model`.
+  `sentence_pair_spans` (`sentence_pairs` as token offsets), `pack_segments`
+  and `mask_language_model`.
 - `batch_by_length`: batches of similar-length sequences within a token
   budget (Transformer sec. 5.1).
 - `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
@@ -24,8 +25,10 @@ from kzoo.data.pretraining_tfrecords import (
     write_pretraining_tfrecords,
 )
 from kzoo.data.sentence_pairs import (
+    PairSpans,
     SentencePairs,
     TokenizedCorpus,
+    sentence_pair_spans,
     sentence_pairs,
     tokenize_documents,
 )
@@ -34,6 +37,7 @@ from kzoo.data.wordpiece_vocabulary import learn_wordpiece_vocabulary
 __all__ = [
     "batch_by_length",
     "length_boundaries",
+    "PairSpans",
     "SentencePairs",
     "TokenizedCorpus",
     "default_max_predictions",
@@ -44,6 +48,7 @@ __all__ = [
     "read_documents",
     "read_pretraining_tfrecords",
     "read_text_files",
+    "sentence_pair_spans",
     "sentence_pairs",
     "tokenize_documents",
     "write_pretraining_tfrecords",

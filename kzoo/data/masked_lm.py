@@ -37,10 +37,17 @@ def _prediction_counts(selectable, rate, max_predictions_per_seq):
 
 
 def _choose_tokens(selectable, counts, seed):
-    """(B, L) bool: `counts` tokens per row, uniformly among the selectable ones."""
+    """`counts` tokens per row, uniformly among the selectable ones: those
+    with the row's `counts` highest random scores, found by a top-k for the
+    largest count (no full sort). Returns `(chosen, positions)`: (B, L) bool
+    and (B, k) their positions in increasing order, padded with L."""
+    length = tf.shape(selectable)[1]
     scores = tf.where(selectable, _uniform(tf.shape(selectable), seed, 1), -1.0)
-    rank = tf.argsort(tf.argsort(scores, axis=1, direction="DESCENDING"), axis=1)
-    return selectable & (rank < counts[:, None])
+    top_scores, top_positions = tf.math.top_k(scores, k=tf.maximum(tf.reduce_max(counts), 1))
+    taken = tf.range(tf.shape(top_positions)[1])[None, :] < counts[:, None]
+    lowest_chosen = tf.reduce_min(tf.where(taken, top_scores, 2.0), axis=1)  # 2: none chosen
+    chosen = selectable & (scores >= lowest_chosen[:, None])
+    return chosen, tf.sort(tf.where(taken, top_positions, length), axis=1)
 
 
 def _choose_whole_words(selectable, word_start, counts, seed):
@@ -63,12 +70,18 @@ def _choose_whole_words(selectable, word_start, counts, seed):
     return in_word & tf.gather(chosen_word, word, batch_dims=1)
 
 
-def _chosen_positions(chosen, max_predictions_per_seq):
-    """Positions of the chosen tokens in increasing order, padded with 0, and their weights."""
+def _chosen_positions(chosen):
+    """(B, L): positions of the chosen tokens in increasing order, padded with L."""
     length = tf.shape(chosen)[1]
-    positions = tf.where(chosen, tf.range(length)[None, :], length)
-    positions = tf.sort(positions, axis=1)[:, :max_predictions_per_seq]
-    positions = tf.pad(positions, [[0, 0], [0, max_predictions_per_seq - tf.shape(positions)[1]]], constant_values=length)
+    return tf.sort(tf.where(chosen, tf.range(length)[None, :], length), axis=1)
+
+
+def _prediction_slots(positions, length, max_predictions_per_seq):
+    """The first `max_predictions_per_seq` of increasing `positions` (padded
+    with `length`), padded with 0, and their weights."""
+    positions = positions[:, :max_predictions_per_seq]
+    padding = [[0, 0], [0, max_predictions_per_seq - tf.shape(positions)[1]]]
+    positions = tf.pad(positions, padding, constant_values=length)
     weights = positions < length
     return tf.where(weights, positions, 0), tf.cast(weights, tf.float32)
 
@@ -129,10 +142,11 @@ def mask_language_model(
     selectable = _selectable(token_ids, special_token_ids)
     counts = _prediction_counts(selectable, masked_lm_rate, max_predictions_per_seq)
     if word_start is None:
-        chosen = _choose_tokens(selectable, counts, seed)
+        chosen, positions = _choose_tokens(selectable, counts, seed)
     else:
         chosen = _choose_whole_words(selectable, word_start, counts, seed)
-    positions, weights = _chosen_positions(chosen, max_predictions_per_seq)
+        positions = _chosen_positions(chosen)
+    positions, weights = _prediction_slots(positions, tf.shape(token_ids)[1], max_predictions_per_seq)
 
     # 80% [MASK], 10% random token, 10% unchanged: one draw per token.
     draw = _uniform(tf.shape(token_ids), seed, 3)

@@ -56,8 +56,35 @@ SentencePairs.__doc__ = """Pre-training examples before packing (BERT sec. 3.1).
 0
 """
 
+PairSpans = collections.namedtuple(
+    "PairSpans", ["segment_a", "segment_b", "next_sentence_label", "document_index"]
+)
+PairSpans.__doc__ = """`SentencePairs` as token offsets into a `TokenizedCorpus` (BERT sec. 3.1).
 
-def tokenize_documents(documents, tokenizer, batch_size=4096, progress=True):
+`segment_a`, `segment_b`: `(examples, 2)` int64 `[start, end)` offsets into
+`corpus.token_ids` (every span is consecutive text; B is empty without NSP);
+`next_sentence_label`, `document_index`: as in `SentencePairs`.
+
+>>> import numpy as np
+>>> spans = PairSpans(np.array([[0, 2]]), np.array([[5, 6]]), np.array([1]), np.array([0]))
+>>> int(spans.segment_a[0, 1] - spans.segment_a[0, 0])  # A holds two tokens
+2
+"""
+
+
+def _equal_batch_size(count, batch_size, threads):
+    """The size of equal batches, at most `batch_size`, that split `count`
+    items into as few batches as possible, in a multiple of `threads`.
+
+    >>> _equal_batch_size(76828, 16384, 2), _equal_batch_size(10, 16384, 2), _equal_batch_size(0, 8, 2)
+    (12805, 5, 1)
+    """
+    batches = -(-count // batch_size)
+    batches = max(1, -(-batches // threads) * threads)
+    return max(1, -(-count // batches))
+
+
+def tokenize_documents(documents, tokenizer, batch_size=16384, progress=True):
     """Tokenizes every sentence of a corpus, keeping sentence and document boundaries.
 
     Sentences that tokenize to nothing are dropped, and documents left empty with them.
@@ -66,7 +93,10 @@ def tokenize_documents(documents, tokenizer, batch_size=4096, progress=True):
         documents: a list of documents, each a list of sentence strings
             (see `kzoo.data.read_documents`).
         tokenizer: a `kzoo.BertTokenizer` (BERT sec. 3 WordPiece).
-        batch_size: sentences per tokenizer call (calls run on one thread per CPU core).
+        batch_size: the most sentences per tokenizer call. Calls run on one
+            thread per CPU core, in batches of equal size, as few as this
+            allows, in a multiple of the thread count (each call costs ~20 ms
+            of set-up: the tokenizer compiles its regular expressions).
         progress: show a tqdm progress bar.
 
     Returns:
@@ -83,16 +113,19 @@ def tokenize_documents(documents, tokenizer, batch_size=4096, progress=True):
     sentences = [s for document in documents for s in document]
     sentences_per_document = np.array([len(d) for d in documents], dtype=np.int64)
 
+    threads = os.cpu_count() or 1
+    size = _equal_batch_size(len(sentences), batch_size, threads)
+
     def tokenized(start):
-        ragged = tokenizer.tokenize(tf.constant(sentences[start : start + batch_size]))
+        ragged = tokenizer.tokenize(tf.constant(sentences[start : start + size]))
         return ragged.flat_values.numpy(), ragged.row_lengths().numpy()
 
     # TensorFlow's eager kernels release the GIL: batches tokenized on one
     # thread per core, results taken in order.
     ids, lengths = [], []
-    starts = range(0, len(sentences), batch_size)
+    starts = range(0, len(sentences), size)
     with tqdm(total=len(sentences), desc="tokenizing", unit="sentence", disable=not progress) as bar:
-        with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(starts)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(starts)))) as pool:
             for batch_ids, batch_lengths in pool.map(tokenized, starts):
                 ids.append(batch_ids)
                 lengths.append(batch_lengths)
@@ -135,18 +168,16 @@ def longest_first_trim(length_a, length_b, max_tokens):
 
 class _PairGenerator:
     """google-research/bert's `create_instances_from_document`, with the
-    corrections listed in the module docstring."""
+    corrections listed in the module docstring, on token offsets: a span of
+    consecutive sentences is `(start, end)` into `corpus.token_ids`."""
 
     def __init__(self, corpus, sequence_length, short_sequence_probability, rng):
-        self.corpus = corpus
+        self.splits = corpus.sentence_splits.tolist()  # Python ints: fast scalar access
+        self.document_splits = corpus.document_splits.tolist()
         self.rng = rng
         self.short_sequence_probability = short_sequence_probability
         self.max_tokens = sequence_length - 3  # [CLS] A [SEP] B [SEP]
-        self.num_documents = len(corpus.document_splits) - 1
-
-    def sentence(self, index):
-        splits = self.corpus.sentence_splits
-        return self.corpus.token_ids[splits[index] : splits[index + 1]]
+        self.num_documents = len(self.document_splits) - 1
 
     def target_length(self):
         if self.rng.random() < self.short_sequence_probability:
@@ -157,75 +188,87 @@ class _PairGenerator:
         """Sentences of another document, from a random start, up to `target_length` tokens."""
         other = int(self.rng.integers(self.num_documents - 1))
         other += other >= document  # uniform over the other documents
-        first, end = self.corpus.document_splits[other : other + 2]
-        pieces, length = [], 0
-        for s in range(int(self.rng.integers(first, end)), end):
-            pieces.append(self.sentence(s))
-            length += len(pieces[-1])
-            if length >= target_length:
-                break
-        return np.concatenate(pieces)
+        first, end = self.document_splits[other : other + 2]
+        s = int(self.rng.integers(first, end))
+        start = self.splits[s]
+        while s + 1 < end and self.splits[s + 1] - start < target_length:
+            s += 1
+        return start, self.splits[s + 1]
 
     def trim(self, a, b, is_next):
-        trim_a, trim_b = longest_first_trim(len(a), len(b), self.max_tokens)
+        trim_a, trim_b = longest_first_trim(a[1] - a[0], b[1] - b[0], self.max_tokens)
         if is_next:  # keep the junction: A loses its start, B its end
-            return a[trim_a:], b[: len(b) - trim_b]
-        a = a[trim_a:] if self.rng.random() < 0.5 else a[: len(a) - trim_a]
-        b = b[trim_b:] if self.rng.random() < 0.5 else b[: len(b) - trim_b]
+            return (a[0] + trim_a, a[1]), (b[0], b[1] - trim_b)
+        a = (a[0] + trim_a, a[1]) if self.rng.random() < 0.5 else (a[0], a[1] - trim_a)
+        b = (b[0] + trim_b, b[1]) if self.rng.random() < 0.5 else (b[0], b[1] - trim_b)
         return a, b
 
     def document_pairs(self, document):
-        """Yields (A, B, label) for one document."""
-        first, end = (int(x) for x in self.corpus.document_splits[document : document + 2])
-        target, chunk, length, s = self.target_length(), [], 0, first
+        """Yields (A, B, label) for one document, A and B as token spans."""
+        splits = self.splits
+        first, end = self.document_splits[document : document + 2]
+        target, chunk_start, s = self.target_length(), first, first
         while s < end:
-            chunk.append(s)
-            length += len(self.sentence(s))
-            if s == end - 1 or length >= target:
-                pair, s = self.pair_from_chunk(document, chunk, s, end, target)
-                if pair is not None:
-                    yield pair
-                target, chunk, length = self.target_length(), [], 0
+            if s == end - 1 or splits[s + 1] - splits[chunk_start] >= target:
+                pair, s = self.pair_from_chunk(document, chunk_start, s, end, target)
+                yield pair
+                target, chunk_start = self.target_length(), s + 1
             s += 1
 
-    def pair_from_chunk(self, document, chunk, last, end, target):
-        """One pair from the chunk of sentences `chunk`; returns (pair, last sentence used)."""
+    def pair_from_chunk(self, document, first, last, end, target):
+        """One pair from sentences `first` to `last`; returns (pair, last sentence used)."""
+        splits = self.splits
         is_next = self.rng.random() < 0.5
-        if is_next and len(chunk) == 1:
+        if is_next and first == last:
             if last + 1 < end:  # continue into the next sentence
                 last += 1
-                chunk.append(last)
-            elif len(self.sentence(last)) < 2:
+            elif splits[last + 1] - splits[last] < 2:
                 is_next = False  # nothing can follow a one-token, last sentence
-        if len(chunk) >= 2:
-            a_end = int(self.rng.integers(1, len(chunk)))
-            a = np.concatenate([self.sentence(s) for s in chunk[:a_end]])
+        if last > first:
+            a_end = first + int(self.rng.integers(1, last - first + 1))  # the first sentence after A
         else:
-            a_end, a = 1, self.sentence(chunk[0])
+            a_end = last + 1
+        a = (splits[first], splits[a_end])
         if is_next:
-            if len(chunk) >= 2:
-                b = np.concatenate([self.sentence(s) for s in chunk[a_end:]])
+            if last > first:
+                b = (splits[a_end], splits[last + 1])
             else:  # a single, last sentence: split it at a random token
-                cut = int(self.rng.integers(1, len(a)))
-                a, b = a[:cut], a[cut:]
+                cut = a[0] + int(self.rng.integers(1, a[1] - a[0]))
+                a, b = (a[0], cut), (cut, a[1])
         else:
-            b = self.random_segment(document, max(1, target - len(a)))
-            last -= len(chunk) - a_end  # unused sentences go back to the document
+            b = self.random_segment(document, max(1, target - (a[1] - a[0])))
+            last = a_end - 1  # unused sentences go back to the document
         a, b = self.trim(a, b, is_next)
         return (a, b, IS_NEXT if is_next else NOT_NEXT), last
 
     def single_segments(self, document):
         """Yields (A, empty, IS_NEXT) for MLM-only training: whole sentences packed up to the length."""
-        first, end = (int(x) for x in self.corpus.document_splits[document : document + 2])
+        splits = self.splits
+        first, end = self.document_splits[document : document + 2]
         max_tokens = self.max_tokens + 1  # [CLS] A [SEP]
-        target, chunk, length = self.target_length() + 1, [], 0
+        target, chunk_start = self.target_length() + 1, first
         for s in range(first, end):
-            chunk.append(self.sentence(s))
-            length += len(chunk[-1])
-            if s == end - 1 or length >= target:
-                a = np.concatenate(chunk)[:max_tokens]
-                yield a, a[:0], IS_NEXT
-                target, chunk, length = self.target_length() + 1, [], 0
+            if s == end - 1 or splits[s + 1] - splits[chunk_start] >= target:
+                a_start = splits[chunk_start]
+                a_end = min(splits[s + 1], a_start + max_tokens)
+                yield (a_start, a_end), (a_end, a_end), IS_NEXT
+                target, chunk_start = self.target_length() + 1, s + 1
+
+
+def _check_pairing(corpus, sequence_length, next_sentence_prediction):
+    if sequence_length < 5:
+        raise ValueError(
+            f"sequence_length={sequence_length} is too short for pre-training examples "
+            "([CLS] A [SEP] B [SEP] needs at least 5); use 32 or more."
+        )
+    num_documents = len(corpus.document_splits) - 1
+    if next_sentence_prediction and num_documents < 2:
+        raise ValueError(
+            f"Next sentence prediction needs at least two documents (NotNext spans come "
+            f"from another document); the corpus has {num_documents}. Keep document "
+            "boundaries (blank lines between documents in text files), or pass "
+            "next_sentence_prediction=False."
+        )
 
 
 def sentence_pairs(
@@ -274,19 +317,56 @@ def sentence_pairs(
     ...     for a, b in zip(pairs.segment_a, pairs.segment_b))
     True
     """
-    if sequence_length < 5:
-        raise ValueError(
-            f"sequence_length={sequence_length} is too short for pre-training examples "
-            "([CLS] A [SEP] B [SEP] needs at least 5); use 32 or more."
-        )
+    spans = sentence_pair_spans(
+        corpus, sequence_length, next_sentence_prediction, short_sequence_probability, dupe_factor, seed, progress
+    )
+    token_ids = corpus.token_ids
+    return SentencePairs(
+        segment_a=[token_ids[start:end] for start, end in spans.segment_a.tolist()],
+        segment_b=[token_ids[start:end] for start, end in spans.segment_b.tolist()],
+        next_sentence_label=spans.next_sentence_label,
+        document_index=spans.document_index,
+    )
+
+
+def sentence_pair_spans(
+    corpus,
+    sequence_length,
+    next_sentence_prediction=True,
+    short_sequence_probability=0.1,
+    dupe_factor=1,
+    seed=None,
+    progress=True,
+):
+    """`sentence_pairs` as token offsets into the corpus (BERT sec. 3.1 Task #2, A.2):
+    the same examples for the same arguments, without copying any token.
+
+    Every span is consecutive text of one document, so a pair is four
+    offsets; `pretraining_dataset` gathers all spans at once from them.
+
+    Args:
+        corpus, sequence_length, next_sentence_prediction,
+        short_sequence_probability, dupe_factor, seed, progress: as in
+            `sentence_pairs`.
+
+    Returns:
+        `PairSpans`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> corpus = TokenizedCorpus(
+    ...     token_ids=np.arange(10, 40, dtype="int32"),
+    ...     sentence_splits=np.arange(0, 31, 5),  # six sentences of five tokens
+    ...     document_splits=np.array([0, 3, 6]))  # two documents of three sentences
+    >>> spans = sentence_pair_spans(corpus, sequence_length=16, seed=0, progress=False)
+    >>> pairs = sentence_pairs(corpus, sequence_length=16, seed=0, progress=False)
+    >>> start, end = spans.segment_b[0]
+    >>> corpus.token_ids[start:end].tolist() == pairs.segment_b[0].tolist()
+    True
+    """
+    _check_pairing(corpus, sequence_length, next_sentence_prediction)
     num_documents = len(corpus.document_splits) - 1
-    if next_sentence_prediction and num_documents < 2:
-        raise ValueError(
-            f"Next sentence prediction needs at least two documents (NotNext spans come "
-            f"from another document); the corpus has {num_documents}. Keep document "
-            "boundaries (blank lines between documents in text files), or pass "
-            "next_sentence_prediction=False."
-        )
     generator = _PairGenerator(
         corpus, sequence_length, short_sequence_probability, np.random.default_rng(seed)
     )
@@ -301,9 +381,9 @@ def sentence_pairs(
                     labels.append(label)
                     documents.append(document)
                 bar.update()
-    return SentencePairs(
-        segment_a=a_spans,
-        segment_b=b_spans,
+    return PairSpans(
+        segment_a=np.array(a_spans, dtype=np.int64).reshape(-1, 2),
+        segment_b=np.array(b_spans, dtype=np.int64).reshape(-1, 2),
         next_sentence_label=np.array(labels, dtype=np.int32),
         document_index=np.array(documents, dtype=np.int64),
     )

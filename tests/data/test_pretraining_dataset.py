@@ -10,8 +10,10 @@ import tensorflow as tf
 from kzoo import BertTokenizer
 from kzoo.data import (
     mask_language_model,
+    pack_segments,
     pretraining_dataset,
     read_pretraining_tfrecords,
+    sentence_pairs,
     tokenize_documents,
     write_pretraining_tfrecords,
 )
@@ -78,6 +80,78 @@ def original_ids(batch):
 
 def maskable(ids, padding_mask):
     return ~np.isin(ids, SPECIAL_IDS) & (padding_mask == 1)
+
+
+def batch_by_batch(corpus, tokenizer, seed, sequence_length=64, max_predictions=10, **options):
+    """The pipeline composed from its documented parts, one batch at a time:
+    `sentence_pairs`, a seeded shuffle of the pairs, `pack_segments` and
+    `mask_language_model` on each batch with the pipeline's per-batch seeds."""
+    nsp, whole_words = options.get("next_sentence_prediction", True), options.get("whole_word_masking", False)
+    pairs = sentence_pairs(corpus, sequence_length, next_sentence_prediction=nsp, seed=seed, progress=False)
+    ragged = lambda spans: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+        np.concatenate(spans).astype(np.int32), [len(s) for s in spans]
+    )
+    examples = tf.data.Dataset.from_tensor_slices((ragged(pairs.segment_a), ragged(pairs.segment_b)))
+    examples = tf.data.Dataset.zip((examples, tf.data.Dataset.from_tensor_slices(pairs.next_sentence_label)))
+    examples = examples.shuffle(len(pairs.next_sentence_label), seed=seed).batch(32)
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    continuation = np.array([t.startswith("##") for t in VOCABULARY])
+    random_ids = [i for i in range(len(VOCABULARY)) if i not in SPECIAL_IDS]
+    batches = []
+    for ((a, b), label), mask_seed in zip(examples, seeds):
+        features = pack_segments([a, b] if nsp else [a], tokenizer, sequence_length)
+        masked = mask_language_model(
+            features["token_ids"], mask_seed, mask_token_id=MASK, special_token_ids=SPECIAL_IDS[:5],
+            random_token_ids=random_ids, max_predictions_per_seq=max_predictions,
+            word_start=~continuation[features["token_ids"].numpy()] if whole_words else None,
+        )
+        features.update(token_ids=masked["token_ids"], mask_positions=masked["mask_positions"])
+        labels = {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
+        labels.update({"next_sentence_label": label} if nsp else {})
+        batches.append({name: value.numpy() for name, value in {**features, **labels}.items()})
+    return {name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]}
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"whole_word_masking": True}, {"next_sentence_prediction": False}]
+)
+def test_whole_corpus_packing_equals_packing_each_batch(tokenizer, options):
+    """Packed once for the whole corpus, then gathered and masked per batch:
+    the same batches, values and dtypes as packing and masking each batch of
+    shuffled pairs (fixed seed)."""
+    corpus = tokenize_documents(make_documents(150), tokenizer, progress=False)
+    expected = batch_by_batch(corpus, tokenizer, seed=9, **options)
+    dataset = pretraining_dataset(corpus, tokenizer, 64, 10, batch_size=32, seed=9, progress=False, **options)
+    actual = collect(dataset)
+    assert sorted(actual) == sorted(expected)
+    for name in expected:
+        assert actual[name].dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_token_choice_is_the_highest_random_scores(tokenizer):
+    """The top-k choice picks exactly the tokens that ranking every score of
+    the row (a full argsort, google-research/bert's shuffled candidates) picks."""
+    rng = np.random.default_rng(1)
+    ids = rng.integers(7, len(VOCABULARY), size=(64, 128))
+    ids[np.arange(128) >= rng.integers(2, 129, size=64)[:, None]] = PAD
+    ids[:, 0] = CLS
+    seed = tf.constant([5, 6], tf.int64)
+    out = mask_language_model(
+        tf.constant(ids, tf.int32), seed, mask_token_id=MASK, special_token_ids=SPECIAL_IDS,
+        random_token_ids=tf.range(7, len(VOCABULARY)), max_predictions_per_seq=MAX_PREDICTIONS,
+    )
+    selectable = ~np.isin(ids, SPECIAL_IDS)
+    scores = tf.random.stateless_uniform(ids.shape, tf.random.experimental.stateless_fold_in(seed, 1)).numpy()
+    rank = np.argsort(np.argsort(-np.where(selectable, scores, -1.0), axis=1, kind="stable"), axis=1)
+    counts = np.minimum(MAX_PREDICTIONS, np.maximum(1, np.round(0.15 * selectable.sum(axis=1))))
+    counts[selectable.sum(axis=1) == 0] = 0
+    chosen = selectable & (rank < counts[:, None])
+    for row in range(64):
+        expected = np.flatnonzero(chosen[row])
+        weights = out["mask_weights"].numpy()[row]
+        np.testing.assert_array_equal(out["mask_positions"].numpy()[row][weights == 1], expected)
+        assert weights.sum() == len(expected) == counts[row]
 
 
 def test_masking_statistics_over_100k_tokens(one_pass):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kzoo.data import TokenizedCorpus, sentence_pairs
-from kzoo.data.sentence_pairs import IS_NEXT, NOT_NEXT, longest_first_trim
+from kzoo.data.sentence_pairs import IS_NEXT, NOT_NEXT, longest_first_trim, sentence_pair_spans
 
 pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
 
@@ -147,3 +147,19 @@ def test_nsp_needs_two_documents():
 def test_too_short_sequence_length_is_refused(corpus):
     with pytest.raises(ValueError, match="sequence_length=4 is too short"):
         sentence_pairs(corpus, 4, progress=False)
+
+
+@pytest.mark.parametrize("next_sentence_prediction", [True, False])
+def test_spans_are_the_pairs_as_offsets(corpus, next_sentence_prediction):
+    """`sentence_pair_spans` gives the examples of `sentence_pairs` (same
+    seed), each span as [start, end) offsets into the corpus."""
+    kwargs = dict(next_sentence_prediction=next_sentence_prediction, dupe_factor=2, seed=7, progress=False)
+    pairs = sentence_pairs(corpus, SEQUENCE_LENGTH, **kwargs)
+    spans = sentence_pair_spans(corpus, SEQUENCE_LENGTH, **kwargs)
+    assert spans.segment_a.shape == spans.segment_b.shape == (len(pairs.segment_a), 2)
+    assert spans.segment_a.dtype == spans.segment_b.dtype == np.int64
+    for segments, offsets in [(pairs.segment_a, spans.segment_a), (pairs.segment_b, spans.segment_b)]:
+        for segment, (start, end) in zip(segments, offsets):
+            np.testing.assert_array_equal(segment, corpus.token_ids[start:end])
+    np.testing.assert_array_equal(spans.next_sentence_label, pairs.next_sentence_label)
+    np.testing.assert_array_equal(spans.document_index, pairs.document_index)
