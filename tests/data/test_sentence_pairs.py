@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kzoo.data import TokenizedCorpus, sentence_pairs
-from kzoo.data.sentence_pairs import IS_NEXT, NOT_NEXT, longest_first_trim, sentence_pair_spans
+from kzoo.data.sentence_pairs import IS_NEXT, NOT_NEXT, _PairGenerator, longest_first_trim, sentence_pair_spans
 
 pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
 
@@ -163,3 +163,12 @@ def test_spans_are_the_pairs_as_offsets(corpus, next_sentence_prediction):
             np.testing.assert_array_equal(segment, corpus.token_ids[start:end])
     np.testing.assert_array_equal(spans.next_sentence_label, pairs.next_sentence_label)
     np.testing.assert_array_equal(spans.document_index, pairs.document_index)
+
+
+def test_integer_draws_are_uniform(corpus):
+    """The pair generator's integers (one float draw each) cover [low, high) uniformly."""
+    generator = _PairGenerator(corpus, SEQUENCE_LENGTH, 0.1, np.random.default_rng(0))
+    draws = np.array([generator.integer(3, 8) for _ in range(50_000)])
+    assert draws.min() == 3 and draws.max() == 7
+    np.testing.assert_allclose(np.bincount(draws)[3:] / len(draws), 0.2, atol=0.01)
+    assert {generator.integer(5, 6) for _ in range(100)} == {5}
