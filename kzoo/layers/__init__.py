@@ -1,5 +1,6 @@
 """Backend-agnostic building blocks of "Attention Is All You Need" (and BERT)."""
 
+from kzoo.layers.dropout import Dropout
 from kzoo.layers.feed_forward import FeedForward, get_activation
 from kzoo.layers.masks import (
     causal_attention_mask,
@@ -15,6 +16,7 @@ from kzoo.layers.transformer_decoder_block import TransformerDecoderBlock
 from kzoo.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
+    "Dropout",
     "FeedForward",
     "MultiHeadAttention",
     "PositionEmbedding",

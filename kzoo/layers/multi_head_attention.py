@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from kzoo.layers.dropout import Dropout
 from kzoo.layers.initializers import clone_initializer
 from kzoo.layers.masks import large_negative_number
 
@@ -124,7 +125,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense = projection("key", self.key_dim)
         self.value_dense = projection("value", self.value_dim)
         self.output_dense = None  # built in `build` once output_dim is known
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
 

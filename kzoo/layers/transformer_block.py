@@ -3,6 +3,7 @@
 
 import keras
 
+from kzoo.layers.dropout import Dropout
 from kzoo.layers.feed_forward import FeedForward
 from kzoo.layers.initializers import clone_initializer
 from kzoo.layers.multi_head_attention import MultiHeadAttention
@@ -130,7 +131,7 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_layer_norm"
         )
         layer_norm.build(hidden_shape)
-        dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout")
+        dropout = Dropout(self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout")
         return layer_norm, dropout
 
     def _residual(self, x, sublayer, layer_norm, dropout, training):

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from kzoo.fast_paths import CompileDefaults
-from kzoo.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
+from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.functional_backbone import FunctionalBackbone
 
@@ -212,7 +212,7 @@ class BertBackbone(CompileDefaults, FunctionalBackbone, keras.Model):
         layers.embeddings_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
         )
-        layers.embeddings_dropout = keras.layers.Dropout(
+        layers.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
         layers.transformer_layers = [

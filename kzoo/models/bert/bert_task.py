@@ -28,6 +28,7 @@ import numpy as np
 from kzoo import presets
 from kzoo.data import task_inputs
 from kzoo.jax_state_recovery import keep_state_on_error
+from kzoo.layers import Dropout
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer
 from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
@@ -63,7 +64,7 @@ def dense_head(backbone, units, dropout, dropout_name, dense_name):
     (0.1, 3, 'logits')
     """
     return (
-        keras.layers.Dropout(dropout, name=dropout_name),
+        Dropout(dropout, name=dropout_name),
         keras.layers.Dense(
             units, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name=dense_name
         ),

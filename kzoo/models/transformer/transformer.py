@@ -11,6 +11,7 @@ from keras import ops
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
 from kzoo.fast_paths import CompileDefaults, inference_function
 from kzoo.layers import (
+    Dropout,
     PositionEmbedding,
     SinusoidalPositionEncoding,
     TokenEmbedding,
@@ -201,7 +202,7 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             setattr(layers, f"{side}_position_embedding", position_layer(
                 position_encoding, max_sequence_length, hidden_dim, dtype, f"{side}_position_embedding"
             ))
-            setattr(layers, f"{side}_embeddings_dropout", keras.layers.Dropout(
+            setattr(layers, f"{side}_embeddings_dropout", Dropout(
                 dropout, dtype=dtype, name=f"{side}_embeddings_dropout"
             ))
         block_arguments = dict(
