@@ -243,6 +243,20 @@ def test_seeded_pipeline_is_reproducible_and_masks_change_every_epoch(corpus, to
     assert not np.array_equal(collect(make(2))["mask_positions"], epoch_one["mask_positions"])
 
 
+def test_autotuning_is_off_and_the_batches_do_not_depend_on_it(corpus, tokenizer):
+    def make():
+        return pretraining_dataset(corpus, tokenizer, 64, 10, batch_size=32, seed=3, progress=False)
+
+    assert make().options().autotune.enabled is False
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    tuned = make().with_options(options)
+    assert tuned.options().autotune.enabled is True
+    fixed, autotuned = collect(make()), collect(tuned)  # each the first pass of its dataset
+    for name in fixed:
+        np.testing.assert_array_equal(fixed[name], autotuned[name], err_msg=name)
+
+
 def test_whole_word_masking_masks_every_piece_of_a_word(corpus, tokenizer):
     batch = collect(
         pretraining_dataset(
