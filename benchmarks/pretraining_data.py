@@ -9,7 +9,8 @@ examples/offline_corpora.py) and the same vocabulary file, and produce masked
 batches of 32 x 128 for BERT pre-training:
 
 - kzoo: `kzoo.data.pretraining_dataset`: read → tokenize → NSP pairs (whole
-  documents, filled to 125 tokens) → pack → MLM masking (15%, 80/10/10) → batch.
+  documents, filled to 125 tokens) → pack (the whole corpus at once) →
+  batches of shuffled examples → MLM masking (15%, 80/10/10) per batch.
 - KerasHub: `BertTokenizer` → `MultiSegmentPacker` → `MaskedLMMaskGenerator`
   in `tf.data`, on pairs of consecutive sentences (KerasHub has no NSP pairing).
 - Hugging Face: `BertTokenizerFast` (pairs, truncation, padding) →
