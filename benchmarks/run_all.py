@@ -165,6 +165,11 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--skip", nargs="*", default=[], choices=["bert", "transformer", "data"])
+    parser.add_argument("--workloads", nargs="+", default=["inference", "training"],
+                        help="BERT workloads (the Transformer's training/decoding follow: "
+                             "'training' alone skips decoding)")
+    parser.add_argument("--contenders", nargs="+", default=list(bert_speed.CONTENDERS),
+                        help="BERT contenders (see bert_speed.py)")
     parser.add_argument("--quick", action="store_true", help="bert_small only, 1 round of 2 steps")
     parser.add_argument("--machine", default=f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU")
     parser.add_argument("--date", default=datetime.date.today().isoformat())
@@ -181,12 +186,13 @@ def main():
         for config_name in args.configs:
             rounds = args.base_rounds if config_name == "bert_base" and args.base_rounds else args.rounds
             results["bert"].update(bert_speed.measure(
-                bert_speed.CONTENDERS, [config_name], ["inference", "training"], rounds,
+                args.contenders, [config_name], args.workloads, rounds,
                 args.batch, args.length, args.steps, peaks[0],
             ))
     if "transformer" not in args.skip:
+        workloads = ["training", "decoding"] if "inference" in args.workloads else ["training"]
         results["transformer"] = transformer_speed.measure(
-            transformer_speed.CONTENDERS, ["training", "decoding"], args.rounds, args.batch,
+            transformer_speed.CONTENDERS, workloads, args.rounds, args.batch,
             args.length, args.steps, peaks[0],
         )
     if "data" not in args.skip:
