@@ -359,12 +359,10 @@ def sentence_pair_spans(
     Example:
 
     >>> import numpy as np
-    >>> corpus = TokenizedCorpus(
-    ...     token_ids=np.arange(10, 40, dtype="int32"),
-    ...     sentence_splits=np.arange(0, 31, 5),  # six sentences of five tokens
-    ...     document_splits=np.array([0, 3, 6]))  # two documents of three sentences
-    >>> spans = sentence_pair_spans(corpus, sequence_length=16, seed=0, progress=False)
-    >>> pairs = sentence_pairs(corpus, sequence_length=16, seed=0, progress=False)
+    >>> corpus = TokenizedCorpus(np.arange(100, 124, dtype="int32"),
+    ...     sentence_splits=np.arange(0, 25, 4), document_splits=np.array([0, 2, 4, 6]))
+    >>> spans = sentence_pair_spans(corpus, sequence_length=12, seed=0, progress=False)
+    >>> pairs = sentence_pairs(corpus, sequence_length=12, seed=0, progress=False)
     >>> start, end = spans.segment_b[0]
     >>> corpus.token_ids[start:end].tolist() == pairs.segment_b[0].tolist()
     True
