@@ -1,8 +1,9 @@
 """The pre-training pipeline feeds `BertPretrainer.fit` on every backend, and
 a tiny BERT learns both tasks (BERT sec. 3.1): the MLM loss falls by at least
-30% and NSP accuracy on held-out documents exceeds 70% (chance: 50%; 134
-held-out pairs, so 70% is 4.6 standard deviations above chance; measured
-0.78-0.93 over seeds and epochs 8-14 since the pairing's random draws changed)."""
+30% and NSP accuracy on held-out documents exceeds 80% (chance: 50%; 134
+held-out pairs). 400 training documents: with 200, held-out NSP accuracy
+settled at 0.78-0.93 over seeds and epochs, too close to 0.8; with 400 it
+reaches 0.95-0.96 after 10 epochs (two seeds, torch and JAX; 0.87-0.97 over epochs 5-10)."""
 
 import keras
 import numpy as np
@@ -36,7 +37,7 @@ def tiny_pretrainer(model_class=kzoo.BertPretrainer):
 
 
 def test_mlm_loss_falls_and_nsp_generalises_to_held_out_documents(tokenizer):
-    train = tokenize_documents(make_documents(200, seed=1), tokenizer, progress=False)
+    train = tokenize_documents(make_documents(400, seed=1), tokenizer, progress=False)
     held_out = tokenize_documents(make_documents(40, seed=2), tokenizer, progress=False)
     dataset = pretraining_dataset(train, tokenizer, SEQUENCE_LENGTH, 10, batch_size=16, seed=0, progress=False)
     held_out = pretraining_dataset(held_out, tokenizer, SEQUENCE_LENGTH, 10, batch_size=64, seed=1, progress=False)
@@ -50,7 +51,7 @@ def test_mlm_loss_falls_and_nsp_generalises_to_held_out_documents(tokenizer):
     assert history["mlm_loss"][-1] < history["mlm_loss"][0], history["mlm_loss"]
     assert after["mlm_loss"] <= 0.7 * before["mlm_loss"], (before, after)
     assert after["mlm_accuracy"] > 2 * before["mlm_accuracy"], (before, after)
-    assert after["nsp_accuracy"] > 0.7, after
+    assert after["nsp_accuracy"] > 0.8, after
     assert abs(before["mlm_loss"] - np.log(len(VOCABULARY))) < 0.5  # started from chance
 
 
