@@ -1,8 +1,6 @@
 """Dropout with half the random numbers ("Attention Is All You Need" sec. 5.4,
 BERT sec. 3 / A.2: dropout 0.1 on every sub-layer and attention probability)."""
 
-import math
-
 import keras
 from keras import ops
 
@@ -74,11 +72,12 @@ def paired_dropout(inputs, rate, seed):
     >>> tuple(y.shape), bool(0.4 < (ops.convert_to_numpy(y) == 0).mean() < 0.6)
     ((2, 1000), True)
     """
+    # `ops.shape` holds tensors for dimensions unknown at trace time
+    # (TensorFlow graphs), so the half width is computed with `//`, which
+    # works on ints and tensors alike.
     shape = ops.shape(inputs)
     width = shape[-1]
-    draws = keras.random.uniform(
-        tuple(shape[:-1]) + (math.ceil(width / 2),), dtype="float32", seed=seed
-    )
+    draws = keras.random.uniform(tuple(shape[:-1]) + ((width + 1) // 2,), dtype="float32", seed=seed)
     rate = round(rate * _STEPS) / _STEPS
     scaled = draws * _STEPS
     high = ops.floor(scaled)
