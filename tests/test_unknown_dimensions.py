@@ -192,6 +192,14 @@ CASES = {
     "BertFeatureExtractor": (bert_task(kzoo.BertFeatureExtractor, strategy="sum_all"), bert_inputs,
                              lambda model, x, training: model(x, training=training)),
     "Transformer": (transformer, transformer_inputs, lambda model, x, training: model(x, training=training)),
+    "Transformer generate": (  # beam search (sec. 6.1); `training` does not apply
+        transformer, transformer_inputs,
+        lambda model, x, training: model.generate(x["encoder_token_ids"], beam_size=2, max_length=6),
+    ),
+    "Transformer generate greedy, length from the source": (
+        transformer, transformer_inputs,
+        lambda model, x, training: model.generate(x["encoder_token_ids"], beam_size=1),
+    ),
 }
 
 

@@ -392,7 +392,8 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             max_length: the most tokens generated per example. None: each
                 row's number of non-padding source tokens + 50 (sec. 6.1), in a
                 buffer of the padded source length + 50 (at most
-                `max_sequence_length`).
+                `max_sequence_length`, which is the buffer when the source
+                length is unknown at trace time).
 
         Returns:
             int32 `(batch, max_length)`: the tokens after the start token, the
@@ -413,7 +414,12 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             raise ValueError(f"beam_size must be at least 1 (1 is greedy search); got {beam_size}.")
         limit_by_source = max_length is None
         if limit_by_source:
-            max_length = min(ops.shape(encoder_token_ids)[1] + EXTRA_OUTPUT_LENGTH, self.max_sequence_length)
+            # The output buffer needs a static size: the whole position table
+            # when the source length is unknown at trace time (a TensorFlow
+            # graph with a `None` length). Each row still stops at its own limit.
+            source_length = encoder_token_ids.shape[1]
+            buffer_length = self.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
+            max_length = min(buffer_length, self.max_sequence_length)
         check_positions_fit(0, max_length, self.max_sequence_length, "decoder_token_ids")
         if "_inference_search" not in self.__dict__:  # not a tracked attribute
             self.__dict__["_inference_search"] = inference_function(self._search)
