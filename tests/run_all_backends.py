@@ -1,6 +1,7 @@
 """Runs the whole test suite once per Keras backend (tensorflow, jax, torch).
 
 Usage: python tests/run_all_backends.py [--one-at-a-time] [pytest arguments...]
+       python tests/run_all_backends.py --help
 
 Each backend runs in its own pytest process (Keras reads KERAS_BACKEND at
 import). The three processes run side by side: much of a test's time is
@@ -84,6 +85,10 @@ def run_side_by_side(pytest_args):
 
 def main():
     args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        print("\nPytest's own options: python -m pytest --help")
+        return 0
     one_at_a_time = "--one-at-a-time" in args
     pytest_args = [arg for arg in args if arg != "--one-at-a-time"]
     REPORTS.mkdir(parents=True, exist_ok=True)
