@@ -18,6 +18,7 @@ labels raise a `ValueError`, labels in a `tf.data.Dataset` fail its first
 batch with the same message.
 """
 
+import inspect
 import math
 import types
 import warnings
@@ -370,11 +371,29 @@ class BertTask(ModelWithParts, keras.Model):
                 f"kzoo.{cls.__name__}(backbone=kzoo.BertBackbone.from_preset(path), "
                 "preprocessor=kzoo.BertPreprocessor.from_preset(path), ...)."
             )
+        if saved is None:
+            cls._require_head_arguments(preset, kwargs)
         sequence_length = kwargs.pop("sequence_length", None)
         task = presets.from_preset_for(cls, preset, **kwargs)
         if sequence_length is not None:
             task.set_sequence_length(sequence_length)
         return task
+
+    @classmethod
+    def _require_head_arguments(cls, preset, kwargs):
+        """A new head needs its shape (e.g. `num_classes`): say so before building."""
+        parameters = inspect.signature(cls.__init__).parameters
+        missing = [
+            name for name in cls.head_arguments
+            if name in parameters and parameters[name].default is inspect.Parameter.empty and name not in kwargs
+        ]
+        if missing:
+            example = ", ".join(f"{name}=..." for name in missing)
+            raise ValueError(
+                f"{preset!r} holds no {cls.__name__}, so `from_preset` puts a new head on its "
+                f"backbone, and a new head needs {' and '.join(f'`{name}`' for name in missing)}: "
+                f"kzoo.{cls.__name__}.from_preset({preset!r}, {example})."
+            )
 
     def set_sequence_length(self, sequence_length):
         """Packs text to `sequence_length` tokens from now on (128 or 512 in the

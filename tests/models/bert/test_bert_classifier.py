@@ -136,6 +136,16 @@ def test_preset_head_size_mismatch(tmp_path):
         kzoo.BertClassifier.from_preset(path, num_classes=5)
 
 
+def test_new_head_without_num_classes_says_what_to_pass(tmp_path):
+    path = os.path.join(str(tmp_path), "backbone")
+    small_classifier(num_classes=3).backbone.save_to_preset(path)
+    with pytest.raises(ValueError, match=r"a new head needs `num_classes`: kzoo.BertClassifier.from_preset\(.*num_classes=...\)"):
+        kzoo.BertClassifier.from_preset(path)
+    with pytest.raises(ValueError, match="a new head needs `num_choices`"):
+        kzoo.BertMultipleChoice.from_preset("bert_tiny")
+    assert kzoo.BertClassifier.from_preset(path, num_classes=4).num_classes == 4
+
+
 def test_vocabulary_that_does_not_match_the_weights(tmp_path):
     preset = pretrained_preset(tmp_path)
     with open(os.path.join(preset, "assets", "tokenizer", "vocabulary.txt"), "a") as f:
