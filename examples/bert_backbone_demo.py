@@ -3,6 +3,9 @@
     python examples/bert_backbone_demo.py --preset bert_base_uncased
     KERAS_BACKEND=jax python examples/bert_backbone_demo.py --preset bert_tiny
 
+`--smoke` runs the same steps with the smallest preset (bert_tiny) on a
+batch of 2 x 16 tokens.
+
 The preset's weights are random for now (kzoo ships the papers'
 architectures; loading pretrained checkpoints comes with the checkpoint
 converters), so the outputs show shapes and speed, not meaning.
@@ -16,6 +19,7 @@ import keras
 import numpy as np
 
 import kzoo
+from example_runs import parse_arguments
 
 
 def main():
@@ -23,7 +27,7 @@ def main():
     parser.add_argument("--preset", default="bert_base_uncased", choices=sorted(kzoo.list_presets("bert")))
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--sequence-length", type=int, default=128)
-    args = parser.parse_args()
+    args = parse_arguments(parser, {"preset": "bert_tiny", "batch_size": 2, "sequence_length": 16})
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the "random weights" warning, explained above

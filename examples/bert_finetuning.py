@@ -33,6 +33,11 @@ Pre-training saw the documentation's text (not the labels), as BERT saw
 Wikipedia before being fine-tuned on SQuAD. Runs in about 2 minutes on 2 CPU
 cores; with bert_pretraining.py, under 10 minutes.
 
+`--smoke` runs every step above (loading the preset that
+`bert_pretraining.py --smoke` saved, fine-tuning, the from-scratch comparison,
+saving, reloading, predictions) on 16 sentences per area for one epoch, in
+about a minute, and saves under the system temp dir (see example_runs.py).
+
 With `--distributed`, fine-tunes on every device and host with
 `kzoo.distribution.setup()`: the sentences are packed in tf.data and batched
 with the global batch `--batch-size` (no validation split). See the README,
@@ -51,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 import kzoo
+from example_runs import fit_progress, parse_arguments, smoke_directory
 from offline_corpora import library_area_sentences
 
 UNSEEN_SENTENCES = [
@@ -80,7 +86,10 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--distributed", action="store_true",
                         help="fine-tune on every device/host with kzoo.distribution.setup()")
-    return parser.parse_args()
+    return parse_arguments(parser, {
+        "pretrained": smoke_directory("bert_python_docs"), "output": smoke_directory("bert_python_docs_areas"),
+        "epochs": 1, "batch_size": 20, "sequence_length": 32, "train_per_area": 16, "test_per_area": 4,
+    })
 
 
 def split_by_sentence(examples, test_fraction, seed):
@@ -101,11 +110,12 @@ def balance(pairs, per_area, rng):
     return kept
 
 
-def require_pretrained(path):
+def require_pretrained(path, smoke):
     if not os.path.isfile(os.path.join(path, "config.json")):
         sys.exit(
             f"No pre-trained model in {path!r}. Run the pre-training example first:\n"
-            f"    KERAS_BACKEND={keras.backend.backend()} python examples/bert_pretraining.py\n"
+            f"    KERAS_BACKEND={keras.backend.backend()} python examples/bert_pretraining.py"
+            f"{' --smoke' if smoke else ''}\n"
             "(or pass --pretrained PATH to a preset directory it wrote)."
         )
 
@@ -134,9 +144,10 @@ def fine_tune(model, texts, labels, args, distributed):
     if args.distributed:
         data = (tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(len(texts), seed=args.seed)
                 .batch(args.batch_size, drop_remainder=True).map(model.preprocessor))
-        distributed.fit(model, data, epochs=args.epochs)
+        distributed.fit(model, data, epochs=args.epochs, **fit_progress(distributed))
     else:
-        model.fit(texts, labels, validation_split=validation_split, epochs=args.epochs, batch_size=args.batch_size)
+        model.fit(texts, labels, validation_split=validation_split, epochs=args.epochs, batch_size=args.batch_size,
+                  **fit_progress())
     return time.perf_counter() - start
 
 
@@ -146,7 +157,7 @@ def accuracy(model, texts, labels, batch_size):
 
 def main():
     args = parse_args()
-    require_pretrained(args.pretrained)
+    require_pretrained(args.pretrained, args.smoke)
     start = time.perf_counter()
     keras.utils.set_random_seed(args.seed)
     rng = random.Random(args.seed)

@@ -19,6 +19,11 @@
 Runs in about 5 minutes on 2 CPU cores with the defaults, leaving room for
 bert_finetuning.py within 10 minutes.
 
+`--smoke` runs every step above (both phases, evaluation, saving, reloading)
+on 40 documents with a tiny model for 20 steps, in about a minute, and saves
+under the system temp dir (see example_runs.py), where
+`bert_finetuning.py --smoke` finds it.
+
 With `--distributed`, trains on every device and host with
 `kzoo.distribution.setup()` (keras.distribution on JAX, tf.distribute on
 TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
@@ -27,15 +32,14 @@ TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
 
 import argparse
 import collections
-import os
 import random
-import tempfile
 import time
 
 import keras
 import numpy as np
 
 import kzoo
+from example_runs import fit_progress, parse_arguments, smoke_directory
 from offline_corpora import python_documentation
 
 
@@ -55,7 +59,11 @@ def parse_args():
                         help="train on every device/host with kzoo.distribution.setup()")
     parser.add_argument("--model-parallel", type=int, default=1,
                         help="with --distributed on JAX: devices each model replica is sharded over")
-    return parser.parse_args()
+    parser.add_argument("--documents", type=int, default=0, help="use the first N documents only (0: all)")
+    return parse_arguments(parser, {
+        "output": smoke_directory("bert_python_docs"), "documents": 40, "vocabulary_size": 1000,
+        "hidden_dim": 32, "steps": 20, "batch_size": 8, "dupe_factor": 1,
+    })
 
 
 def split_documents(documents, held_out_fraction, seed):
@@ -80,14 +88,13 @@ def main():
     distributed = (kzoo.distribution.setup(model_parallel=args.model_parallel) if args.distributed
                    else kzoo.distribution.Distributed())
     print(f"engine: {distributed.engine}, {distributed.num_replicas} replica(s), global batch {args.batch_size}")
-    documents = python_documentation()
+    documents = python_documentation()[: args.documents or None]
     train_documents, held_out_documents = split_documents(documents, 0.05, args.seed)
     sentences = [s for d in train_documents for s in d]
     print(f"corpus: {len(documents)} documents, {len(sentences)} training sentences; "
           f"{len(held_out_documents)} documents held out")
 
-    vocabulary = os.path.join(tempfile.mkdtemp(), "vocabulary.txt")
-    kzoo.learn_wordpiece_vocabulary(sentences, args.vocabulary_size, lowercase=True, output_path=vocabulary)
+    vocabulary = kzoo.learn_wordpiece_vocabulary(sentences, args.vocabulary_size, lowercase=True)
     tokenizer = kzoo.BertTokenizer(vocabulary, lowercase=True)
     print(f"vocabulary: {tokenizer.vocabulary_size()} WordPiece tokens")
 
@@ -116,9 +123,8 @@ def main():
             batch_size=args.batch_size, seed=args.seed + phase.first_step, dupe_factor=args.dupe_factor,
             drop_remainder=True,
         )
-        print(f"phase: length {phase.sequence_length}, {phase.steps} steps from step {phase.first_step}")
-        for chunk in np.array_split(np.arange(phase.steps), max(1, phase.steps // 250)):
-            distributed.fit(model, dataset.repeat(), epochs=1, steps_per_epoch=len(chunk), verbose=2)
+        print(f"phase: length {phase.sequence_length}, {phase.steps} steps from step {phase.first_step}", flush=True)
+        distributed.fit(model, dataset.repeat(), epochs=1, steps_per_epoch=phase.steps, **fit_progress(distributed))
 
     held_out = kzoo.data.pretraining_dataset(
         held_out_documents, tokenizer, 128, batch_size=args.batch_size, seed=1234, progress=False

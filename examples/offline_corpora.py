@@ -305,6 +305,12 @@ def split_by_source_hash(sources, targets, held_out_fraction=0.1):
 
 
 if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Sizes of the offline corpora the examples read.")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the same run (a few seconds): every example script takes --smoke")
+    parser.parse_args()
     documents = python_documentation()
     sentences = [s for d in documents for s in d]
     print(f"{len(documents)} documents, {len(sentences)} sentences, "

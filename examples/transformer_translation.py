@@ -26,6 +26,11 @@ scores above zero), translates a few held-out messages and saves the model.
 Run (KERAS_BACKEND picks TensorFlow, JAX or PyTorch):
 
     KERAS_BACKEND=jax python examples/transformer_translation.py
+
+`--smoke` runs every step (training with validation, evaluation, beam search,
+BLEU, saving, reloading) on 2,000 message pairs with a tiny model for 8
+steps, in about a minute, and saves under the system temp dir (see
+example_runs.py).
 """
 
 import argparse
@@ -34,6 +39,7 @@ import time
 
 import keras
 import tensorflow as tf
+from example_runs import Progress, fit_progress, parse_arguments, smoke_directory
 from offline_corpora import message_catalog_pairs, split_by_source_hash
 
 from kzoo import Transformer, TransformerPreprocessor, TransformerTokenizer, corpus_bleu, transformer_optimizer
@@ -41,10 +47,9 @@ from kzoo.data import batch_by_length
 
 MAX_LENGTH = 64  # tokens per source or target (longer ones are truncated)
 BOUNDARIES = [8, 16, 24, 32, 48, MAX_LENGTH]  # length buckets
-TRANSLATION_BATCH = 100
 
 
-def parse_arguments():
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1200, help="training steps")
     parser.add_argument("--warmup-steps", type=int, default=500)
@@ -52,8 +57,16 @@ def parse_arguments():
     parser.add_argument("--vocabulary-size", type=int, default=4000)
     parser.add_argument("--bleu-sentences", type=int, default=400,
                         help="held-out messages translated for BLEU")
+    parser.add_argument("--translation-batch", type=int, default=100,
+                        help="sources per beam search call (one shape: one compilation)")
+    parser.add_argument("--hidden-dim", type=int, default=128, help="d_model (d_ff is 4 times as large)")
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="use the first N training and N / 20 held-out pairs only (0: all)")
     parser.add_argument("--output", default="transformer_translation", help="directory for the saved model")
-    return parser.parse_args()
+    return parse_arguments(parser, {
+        "steps": 8, "warmup_steps": 4, "tokens_per_batch": 512, "vocabulary_size": 500, "bleu_sentences": 8,
+        "translation_batch": 8, "hidden_dim": 32, "pairs": 2000, "output": smoke_directory("transformer_translation"),
+    })
 
 
 def length_batches(preprocessor, sources, targets, tokens_per_batch, shuffle):
@@ -72,17 +85,23 @@ def length_batches(preprocessor, sources, targets, tokens_per_batch, shuffle):
         boundary = tf.gather(BOUNDARIES, tf.searchsorted(BOUNDARIES, [length])[0])
         return tf.nest.map_structure(lambda t: tf.pad(t, [[0, 0], [0, boundary - tf.shape(t)[1]]]), (x, y))
 
-    return batches.map(pad_to_boundary)
+    batches = batches.map(pad_to_boundary)
+    if shuffle:
+        return batches
+    # A fixed pass (evaluation): its length, counted once, spares Keras' "Your input
+    # ran out of data" warning, which it gives at the end of a dataset of unknown length.
+    batches = batches.cache()
+    return batches.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in batches)))
 
 
-def translate(model, preprocessor, sources, **search):
+def translate(model, preprocessor, sources, batch_size, **search):
     """Translations of `sources` (sec. 6.1's beam search), in batches of one
-    shape (`TRANSLATION_BATCH` sources of `MAX_LENGTH` tokens): one compilation."""
+    shape (`batch_size` sources of `MAX_LENGTH` tokens): one compilation."""
     outputs = []
-    progress = keras.utils.Progbar(len(sources), unit_name="sentence")
-    for start in range(0, len(sources), TRANSLATION_BATCH):
-        batch = sources[start : start + TRANSLATION_BATCH]
-        rows = batch + batch[:1] * (TRANSLATION_BATCH - len(batch))
+    progress = Progress(len(sources), unit="sentence", label="beam search: ")
+    for start in range(0, len(sources), batch_size):
+        batch = sources[start : start + batch_size]
+        rows = batch + batch[:1] * (batch_size - len(batch))
         source_ids = preprocessor(rows).to_tensor(shape=[None, MAX_LENGTH])
         tokens = model.generate(source_ids.numpy(), **search)
         texts = preprocessor.tokenizer.detokenize(keras.ops.convert_to_numpy(tokens)).numpy()
@@ -92,7 +111,7 @@ def translate(model, preprocessor, sources, **search):
 
 
 def main():
-    args = parse_arguments()
+    args = parse_args()
     started = time.time()
     keras.utils.set_random_seed(0)
 
@@ -100,7 +119,10 @@ def main():
     (train_sources, train_targets), (held_sources, held_targets) = split_by_source_hash(
         sources, targets, held_out_fraction=0.05
     )
-    print(f"{len(sources)} message pairs: {len(train_sources)} for training, {len(held_sources)} held out")
+    if args.pairs:
+        train_sources, train_targets = train_sources[: args.pairs], train_targets[: args.pairs]
+        held_sources, held_targets = held_sources[: args.pairs // 20], held_targets[: args.pairs // 20]
+    print(f"{len(sources)} message pairs; {len(train_sources)} for training, {len(held_sources)} held out")
 
     tokenizer = TransformerTokenizer.train(train_sources + train_targets, args.vocabulary_size)
     preprocessor = TransformerPreprocessor(tokenizer, MAX_LENGTH, MAX_LENGTH, pad=False)
@@ -110,26 +132,28 @@ def main():
     held_out = length_batches(preprocessor, held_sources, held_targets, args.tokens_per_batch, False)
 
     model = Transformer(
-        vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, hidden_dim=128,
-        intermediate_dim=512, num_heads=4, dropout=0.1, label_smoothing=0.1,
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, hidden_dim=args.hidden_dim,
+        intermediate_dim=4 * args.hidden_dim, num_heads=4, dropout=0.1, label_smoothing=0.1,
         max_sequence_length=MAX_LENGTH + 64,
     )
-    model.compile(optimizer=transformer_optimizer(128, warmup_steps=args.warmup_steps))
-    print(f"Transformer: {model.count_params():,} parameters")
+    model.compile(optimizer=transformer_optimizer(args.hidden_dim, warmup_steps=args.warmup_steps))
+    print(f"Transformer: {model.count_params():,} parameters", flush=True)
     epochs = 4
-    model.fit(train.repeat(), steps_per_epoch=args.steps // epochs, epochs=epochs, validation_data=held_out)
+    model.fit(train.repeat(), steps_per_epoch=args.steps // epochs, epochs=epochs, validation_data=held_out,
+              **fit_progress())
     metrics = model.evaluate(held_out, return_dict=True, verbose=0)
     print(f"held-out per-token perplexity {metrics['perplexity']:.2f}, "
           f"accuracy {metrics['masked_accuracy']:.3f} (training time {time.time() - started:.0f} s)")
 
     count = min(args.bleu_sentences, len(held_sources))
     sources_for_bleu, references = held_sources[:count], held_targets[:count]
-    hypotheses = translate(model, preprocessor, sources_for_bleu, beam_size=4, length_penalty=0.6)
+    hypotheses = translate(model, preprocessor, sources_for_bleu, args.translation_batch, beam_size=4,
+                           length_penalty=0.6)
     model_bleu = corpus_bleu(hypotheses, references)
     copy_bleu = corpus_bleu(sources_for_bleu, references)
     print(f"BLEU on {count} held-out messages: Transformer {model_bleu:.1f}, "
           f"copy-the-source baseline {copy_bleu:.1f}  ({model_bleu.signature})")
-    for i in range(8):
+    for i in range(min(8, count)):
         print(f"\n  source:      {sources_for_bleu[i]}\n  reference:   {references[i]}\n"
               f"  Transformer: {hypotheses[i]}")
 

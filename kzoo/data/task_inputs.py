@@ -26,6 +26,29 @@ def is_dataset(value):
     return isinstance(value, tf.data.Dataset)
 
 
+# `keras.Model.fit(x, y, batch_size, epochs, verbose, callbacks, validation_split,
+# validation_data, shuffle, ...)`: shuffle's index among the arguments after x and y.
+_FIT_SHUFFLE_INDEX = 6
+
+
+def fit_keywords_for(x, args, kwargs):
+    """`fit`'s keyword arguments, with `shuffle=False` when `x` is a
+    `tf.data.Dataset` and the caller left `shuffle` at Keras' default `True`:
+    a dataset shuffles itself, and Keras ignores `shuffle` for it with a
+    warning the caller never caused (`shuffle=True` given explicitly still warns).
+
+    Example:
+
+    >>> fit_keywords_for(tf.data.Dataset.range(3), (), {"epochs": 2})
+    {'epochs': 2, 'shuffle': False}
+    >>> fit_keywords_for([1, 2], (), {})
+    {}
+    """
+    if is_dataset(x) and len(args) <= _FIT_SHUFFLE_INDEX and "shuffle" not in kwargs:
+        return {**kwargs, "shuffle": False}
+    return kwargs
+
+
 def _to_tensor(value):
     """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists)."""
     if isinstance(value, (tf.Tensor, tf.RaggedTensor)):

@@ -30,6 +30,7 @@ import keras
 from keras import ops
 
 from kzoo import presets
+from kzoo.data import task_inputs
 from kzoo.distribution import replica_loss
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, encode
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
@@ -166,7 +167,7 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
 
     def fit(self, x=None, y=None, *args, **kwargs):
         self._check_data(x, y)
-        return super().fit(x, y, *args, **kwargs)
+        return super().fit(x, y, *args, **task_inputs.fit_keywords_for(x, args, kwargs))
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         self._check_data(x, y)

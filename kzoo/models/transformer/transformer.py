@@ -9,6 +9,7 @@ import numpy as np
 from keras import ops
 
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
+from kzoo.data import task_inputs
 from kzoo.fast_paths import CompileDefaults, inference_function
 from kzoo.layers import (
     Dropout,
@@ -453,6 +454,11 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             check_positions_fit(0, length, self.max_sequence_length, name)
 
     # === Training recipe (sec. 5.3, 5.4) ===
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
+        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
+        return super().fit(x, y, *args, **task_inputs.fit_keywords_for(x, args, kwargs))
 
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
         """Compiles with the paper's recipe unless told otherwise (sec. 5.3, 5.4).

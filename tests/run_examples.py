@@ -1,0 +1,115 @@
+"""Runs every example script's smoke mode (`--smoke`) on every Keras backend: the user's path in CI.
+
+Usage: python tests/run_examples.py [--backends tensorflow,jax,torch] [--scripts NAME ...] [--show-output]
+
+Each `examples/<script>.py --smoke` runs every code path of the script's full
+run with tiny sizes (see examples/example_runs.py) in its own process, with
+`KERAS_BACKEND` set and nothing else changed (no log-level or thread
+variables: what a user gets), one after the other, backend by backend:
+bert_finetuning.py loads what bert_pretraining.py saved just before on the
+same backend. The runs write into a fresh temporary directory (`TMPDIR`),
+removed at the end. offline_corpora.py touches no Keras backend and runs once.
+
+Prints one line per run with its time and, when its output holds lines a user
+would find noisy (TensorFlow C++ log lines, Python warnings), how many and the
+first few; a failed run's whole output follows its line. Exits 1 if any run
+fails (or, with `--fail-on-noise`, prints noise), after running all of them.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ("tensorflow", "jax", "torch")
+# In the order a user runs them: fine-tuning loads the pre-trained preset.
+SCRIPTS = ("bert_backbone_demo.py", "bert_pretraining.py", "bert_finetuning.py", "transformer_translation.py")
+BACKEND_INDEPENDENT = ("offline_corpora.py",)
+TIMEOUT_SECONDS = 600
+NOISE = re.compile(
+    r"^[IWEF]\d{4} |^WARNING: All log messages|cuInit|oneDNN|Ignoring Assert|:\d+: \w*Warning: |^\s*$"
+)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated (default: all three)")
+    parser.add_argument("--scripts", nargs="+", default=SCRIPTS + BACKEND_INDEPENDENT,
+                        help="example scripts to run (default: all)")
+    parser.add_argument("--show-output", action="store_true", help="print every run's output, not only failures'")
+    parser.add_argument("--fail-on-noise", action="store_true", help="a run that prints noisy lines fails")
+    return parser.parse_args()
+
+
+def run(script, backend, tmpdir, show_output):
+    """(exit code, seconds, output) of `examples/<script> --smoke`; backend None: KERAS_BACKEND unset."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env.update(TMPDIR=tmpdir, PYTHONUNBUFFERED="1", **({"KERAS_BACKEND": backend} if backend else {}))
+    command = [sys.executable, str(ROOT / "examples" / script), "--smoke"]
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", timeout=TIMEOUT_SECONDS)
+        code, output = result.returncode, result.stdout
+    except subprocess.TimeoutExpired as error:
+        code, output = 124, (error.output or b"").decode("utf-8", "replace") + f"\n(killed after {TIMEOUT_SECONDS} s)"
+    seconds = time.perf_counter() - start
+    if show_output:
+        print(output, end="", flush=True)
+    return code, seconds, output
+
+
+def noisy_lines(output):
+    """Lines a user would find noisy: TensorFlow C++ logs, Python warnings, blank lines
+    (a progress bar's carriage-return redraws count as the line they end on)."""
+    lines = [line.split("\r")[-1] for line in output.splitlines()]
+    return [line for i, line in enumerate(lines) if NOISE.search(line) and not _intended_blank(lines, i)]
+
+
+def _intended_blank(lines, i):
+    """A blank line that separates two parts of a report (the examples print
+    some on purpose, e.g. before a results block), not one left by a tool."""
+    return not lines[i].strip() and 0 < i < len(lines) - 1 and lines[i - 1].strip() and lines[i + 1].strip()
+
+
+def main():
+    args = parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    unknown = sorted(set(backends) - set(BACKENDS)) + sorted(
+        set(args.scripts) - set(SCRIPTS) - set(BACKEND_INDEPENDENT))
+    if unknown:
+        sys.exit(f"unknown backend(s) or script(s): {unknown}; backends {BACKENDS}, "
+                 f"scripts {SCRIPTS + BACKEND_INDEPENDENT}")
+    plan = [(s, None) for s in BACKEND_INDEPENDENT if s in args.scripts]
+    plan += [(s, b) for b in backends for s in SCRIPTS if s in args.scripts]
+    failures, noisy, start = [], [], time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kzoo-examples-") as tmpdir:
+        for script, backend in plan:
+            name = f"{'KERAS_BACKEND=' + backend if backend else 'any backend'} examples/{script} --smoke"
+            print(f"===== {name}", flush=True)
+            code, seconds, output = run(script, backend, tmpdir, args.show_output)
+            noise = noisy_lines(output)
+            print(f"===== {name}: {'ok' if code == 0 else f'FAILED (exit code {code})'} in {seconds:.0f} s"
+                  + (f"; {len(noise)} noisy line(s):" if noise else ""), flush=True)
+            for line in noise[:5]:
+                print(f"    {line[:200]}")
+            if code != 0 and not args.show_output:
+                print(output, flush=True)
+            if code != 0:
+                failures.append(name)
+            if noise:
+                noisy.append(name)
+    failed = failures + (noisy if args.fail_on_noise else [])
+    print(f"examples: {len(plan) - len(failures)} of {len(plan)} smoke runs passed, {len(noisy)} printed noise, "
+          f"in {time.perf_counter() - start:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""),
+          flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
