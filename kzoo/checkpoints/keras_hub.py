@@ -99,7 +99,13 @@ def tokenizer_config(directory):
 def _weights(directory, config, config_path):
     """{KerasHub variable path: array}, loaded by KerasHub's BertBackbone."""
     _check_class(config, SUPPORTED_BACKBONES, config_path)
-    import keras_hub  # noqa: PLC0415 (installed with keras-nlp; imported only for these presets)
+    try:
+        import keras_hub  # noqa: PLC0415 (an optional dependency, imported only for these presets)
+    except ImportError as error:
+        raise ImportError(
+            f"{directory!r} is a KerasHub preset, which kzoo reads with KerasHub itself: "
+            'pip install "kzoo[keras-hub]" (or pip install keras-hub).'
+        ) from error
 
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)

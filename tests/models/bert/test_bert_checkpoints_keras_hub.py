@@ -2,6 +2,7 @@
 saved with `save_to_preset`, loaded into kzoo and compared in the same process."""
 
 import json
+import sys
 
 import keras
 import keras_hub
@@ -73,3 +74,10 @@ def test_other_keras_hub_models_are_refused(preset, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"holds a KerasHub 'keras_hub>DistilBertBackbone'; kzoo reads"):
         kzoo.BertBackbone.from_preset(tmp_path)
+
+
+def test_without_keras_hub_the_error_says_what_to_install(preset, monkeypatch):
+    _, _, directory = preset
+    monkeypatch.setitem(sys.modules, "keras_hub", None)  # keras-hub is an optional dependency
+    with pytest.raises(ImportError, match=r"is a KerasHub preset.*pip install \"kzoo\[keras-hub\]\""):
+        kzoo.BertBackbone.from_preset(directory)
