@@ -10,7 +10,7 @@ bert_finetuning.py loads what bert_pretraining.py saved just before on the
 same backend. The runs write into a fresh temporary directory (`TMPDIR`),
 removed at the end. offline_corpora.py touches no Keras backend and runs once.
 
-Prints one line per run with its time and, when its output holds lines a user
+Prints one line per run with its wall and CPU time and, when its output holds lines a user
 would find noisy (TensorFlow C++ log lines, Python warnings), how many and the
 first few; a failed run's whole output follows its line. Exits 1 if any run
 fails (or, with `--fail-on-noise`, prints noise), after running all of them.
@@ -19,6 +19,7 @@ fails (or, with `--fail-on-noise`, prints noise), after running all of them.
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,27 +48,34 @@ def parse_args():
 
 
 def run(script, backend, tmpdir, show_output):
-    """(exit code, seconds, output) of `examples/<script> --smoke`; backend None: KERAS_BACKEND unset."""
+    """(exit code, seconds, CPU seconds, output) of `examples/<script> --smoke`; backend None:
+    KERAS_BACKEND unset. CPU seconds (user + system) tell more than wall time on a shared machine."""
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.update(TMPDIR=tmpdir, PYTHONUNBUFFERED="1", **({"KERAS_BACKEND": backend} if backend else {}))
     command = [sys.executable, str(ROOT / "examples" / script), "--smoke"]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _children_cpu_seconds()
     try:
+        # Bytes, decoded here: text mode would turn a progress bar's "\r" redraws into lines.
         result = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", timeout=TIMEOUT_SECONDS)
-        code, output = result.returncode, result.stdout
+                                timeout=TIMEOUT_SECONDS)
+        code, output = result.returncode, result.stdout.decode("utf-8", "replace")
     except subprocess.TimeoutExpired as error:
         code, output = 124, (error.output or b"").decode("utf-8", "replace") + f"\n(killed after {TIMEOUT_SECONDS} s)"
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, _children_cpu_seconds() - cpu_start
     if show_output:
         print(output, end="", flush=True)
-    return code, seconds, output
+    return code, seconds, cpu_seconds, output
+
+
+def _children_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def noisy_lines(output):
     """Lines a user would find noisy: TensorFlow C++ logs, Python warnings, blank lines
     (a progress bar's carriage-return redraws count as the line they end on)."""
-    lines = [line.split("\r")[-1] for line in output.splitlines()]
+    lines = [line.rstrip("\r").split("\r")[-1] for line in output.removesuffix("\n").split("\n")]
     return [line for i, line in enumerate(lines) if NOISE.search(line) and not _intended_blank(lines, i)]
 
 
@@ -87,14 +95,15 @@ def main():
                  f"scripts {SCRIPTS + BACKEND_INDEPENDENT}")
     plan = [(s, None) for s in BACKEND_INDEPENDENT if s in args.scripts]
     plan += [(s, b) for b in backends for s in SCRIPTS if s in args.scripts]
-    failures, noisy, start = [], [], time.perf_counter()
+    failures, noisy, start, cpu_start = [], [], time.perf_counter(), _children_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="kzoo-examples-") as tmpdir:
         for script, backend in plan:
             name = f"{'KERAS_BACKEND=' + backend if backend else 'any backend'} examples/{script} --smoke"
             print(f"===== {name}", flush=True)
-            code, seconds, output = run(script, backend, tmpdir, args.show_output)
+            code, seconds, cpu_seconds, output = run(script, backend, tmpdir, args.show_output)
             noise = noisy_lines(output)
-            print(f"===== {name}: {'ok' if code == 0 else f'FAILED (exit code {code})'} in {seconds:.0f} s"
+            print(f"===== {name}: {'ok' if code == 0 else f'FAILED (exit code {code})'} in {seconds:.0f} s "
+                  f"({cpu_seconds:.0f} s CPU)"
                   + (f"; {len(noise)} noisy line(s):" if noise else ""), flush=True)
             for line in noise[:5]:
                 print(f"    {line[:200]}")
@@ -106,7 +115,8 @@ def main():
                 noisy.append(name)
     failed = failures + (noisy if args.fail_on_noise else [])
     print(f"examples: {len(plan) - len(failures)} of {len(plan)} smoke runs passed, {len(noisy)} printed noise, "
-          f"in {time.perf_counter() - start:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""),
+          f"in {time.perf_counter() - start:.0f} s ({_children_cpu_seconds() - cpu_start:.0f} s CPU)"
+          + (f"; failed: {', '.join(failed)}" if failed else ""),
           flush=True)
     return 1 if failed else 0
 
