@@ -52,10 +52,7 @@ class WordPieceTokenizer:
         max_input_chars_per_word: int. Longer words become the unknown
             token. Defaults to `100`.
 
-    Call `tokenizer(inputs)` (or `tokenize`) on a str, a list of str, a numpy
-    array or a `tf.string` tensor: int32 ids, a `tf.RaggedTensor`
-    `(batch, None)` for a batch, a 1-D tensor for a scalar string. With
-    `sequence_length=N`, a dense `(batch, N)` tensor, truncated and padded.
+    Call the tokenizer as `tokenize` (below) on a str or a batch of them.
 
     Example:
 
@@ -154,14 +151,10 @@ class WordPieceTokenizer:
         normalized_row_lengths = tf.math.segment_sum(
             tf.cast(normalized_lengths, tf.int64), chars.value_rowids()
         )
+        # segment_sum stops at the last row with characters: pad for trailing empty strings.
         num_rows = tf.shape(strings, out_type=tf.int64)[0]
-        normalized_row_lengths = tf.concat(
-            [
-                normalized_row_lengths,
-                tf.zeros([num_rows - tf.shape(normalized_row_lengths, out_type=tf.int64)[0]], tf.int64),
-            ],
-            0,
-        )
+        missing_rows = num_rows - tf.shape(normalized_row_lengths, out_type=tf.int64)[0]
+        normalized_row_lengths = tf.pad(normalized_row_lengths, [[0, missing_rows]])
         row_base = tf.cumsum(normalized_row_lengths, exclusive=True)
         char_positions = tf.cumsum(tf.cast(normalized_lengths, tf.int64), exclusive=True)
         # Character index owning a normalized byte; skip empty (removed) characters.
