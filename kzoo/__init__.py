@@ -8,6 +8,8 @@ Public API:
 - `kzoo.BertTokenizer`, `kzoo.learn_wordpiece_vocabulary`: BERT's WordPiece
   tokenizer and vocabulary learner on tensorflow-text; `kzoo.BertPreprocessor`
   packs one or two segments into the backbone's inputs.
+- `kzoo.tokenizers`: the generic WordPiece tokenizer that `BertTokenizer` and
+  `TransformerTokenizer` subclass, word splitting, vocabulary files and learning.
 - `kzoo.BertPretrainer`, `kzoo.BertMaskedLM`: pre-training (masked LM + next
   sentence prediction, or masked LM only) with `kzoo.bert_pretraining_optimizer`
   (`BertAdamW`, `LinearWarmupLinearDecay`) and `kzoo.pretraining_phases`.
@@ -26,7 +28,7 @@ Public API:
 """
 
 from kzoo import data, distribution, layers
-from kzoo.data import learn_wordpiece_vocabulary
+from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
     BertBackbone,

@@ -1,11 +1,11 @@
 """The backend-aware choices that make kzoo's steps fast, in one place.
 
 Model and layer code is plain `keras.ops`; how Keras runs it differs per
-backend, and two of Keras' defaults leave speed unused (measured with
-`benchmarks/run_all.py`, see the README's "Benchmarks" section):
+backend, and two of Keras' defaults leave speed unused (the README's
+"Benchmarks" section has the measurements, `benchmarks/run_all.py` repeats them):
 
 - `jit_compile="auto"` compiles with XLA on JAX (always) but on TensorFlow only
-  when a GPU/TPU is present. kzoo's models measure faster with XLA on
+  when a GPU/TPU is present. kzoo's models run faster with XLA on
   TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever Keras
   would allow it (no `tf.distribute` strategy, every layer `supports_jit`). On
   torch, `torch.compile` (`jit_compile=True`) did not pay for BERT on CPU, so
@@ -22,9 +22,10 @@ backend, and two of Keras' defaults leave speed unused (measured with
   method would bake the weights in as constants).
 - On torch, Keras runs `keras.optimizers.Adam`/`AdamW` with multi-tensor
   (`torch._foreach_*`) updates, but only for those exact classes: a subclass
-  falls back to one Python-level update per variable (about 3x slower for
-  BERT). `multi_tensor_base` gives kzoo's optimizer subclasses a faster class
-  still: the same update as one fused kernel (`torch._fused_adam_`).
+  falls back to one Python-level update per variable, much slower for
+  BERT's hundreds of variables. `multi_tensor_base` gives kzoo's optimizer
+  subclasses a faster class still: the same update as one fused kernel
+  (`torch._fused_adam_`).
 """
 
 import os

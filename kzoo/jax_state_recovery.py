@@ -1,4 +1,4 @@
-"""Keeps a model's weights when `fit`/`evaluate`/`predict` fail on JAX (BERT sec. 3.2 fine-tuning).
+"""Keeps a model's weights when `fit`/`evaluate`/`predict` fail on JAX.
 
 Keras' JAX trainer detaches every variable's value while it runs (it passes the
 state to its compiled step functions and re-attaches it at the end). When the

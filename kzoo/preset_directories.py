@@ -65,7 +65,7 @@ RESAVE = "Re-save the preset with `save_to_preset(path)`"
 
 
 def save_backbone(backbone, path):
-    """Writes `config.json`, `model.weights.h5` and `metadata.json` (BERT sec. 3).
+    """Writes `config.json`, `model.weights.h5` and `metadata.json`.
 
     Example:
 
@@ -82,7 +82,7 @@ def save_backbone(backbone, path):
 
 
 def save_tokenizer(tokenizer, path):
-    """Writes `tokenizer.json` and its vocabulary, `assets/tokenizer/vocabulary.txt` (BERT sec. 3).
+    """Writes `tokenizer.json` and its vocabulary, `assets/tokenizer/vocabulary.txt`.
 
     Example:
 
@@ -98,7 +98,7 @@ def save_tokenizer(tokenizer, path):
 
 
 def save_preprocessor(preprocessor, path):
-    """Writes `preprocessor.json` and its tokenizer (BERT sec. 3, Figure 2 packing).
+    """Writes `preprocessor.json` and its tokenizer.
 
     Example:
 
@@ -118,7 +118,6 @@ def save_task(task, path):
     its `.backbone` as `config.json` + `model.weights.h5`, its `.preprocessor`
     (or `.tokenizer`) when it has one, and `metadata.json`; preset files the task
     does not have are removed. A task's `save_to_preset(path)` calls this.
-    BERT sec. 3.2: a fine-tuned model is the pre-trained one plus a small head.
 
     `task` is any `keras.Model` with a `backbone` attribute whose `get_config`
     serializes it (and its `preprocessor`, if any) with
@@ -270,8 +269,8 @@ def _write_metadata(directory):
 
 
 def load(cls, path, /, **kwargs):
-    """Loads the part of a preset directory that is a `cls` (BERT sec. 3.2:
-    fine-tuning starts from the saved parameters); `kwargs` override its config.
+    """Loads the part of a preset directory that is a `cls`; `kwargs`
+    override its config.
 
     A class that takes a `backbone` argument is a task, loaded by `load_task`.
     Otherwise the first of task.json, config.json, preprocessor.json and
@@ -303,8 +302,8 @@ def load(cls, path, /, **kwargs):
 
 
 def load_task(cls, path, /, **kwargs):
-    """A task model `cls` from a preset directory (BERT sec. 3.2: the
-    pre-trained parameters, then a head).
+    """A task model `cls` from a preset directory: a backbone's parameters,
+    then a head.
 
     If task.json holds a `cls`, the task is rebuilt from it (`kwargs` override
     its config) with all of task.weights.h5. Otherwise (a backbone alone, or
@@ -349,7 +348,7 @@ def load_task(cls, path, /, **kwargs):
 def saved_task_config(path, cls):
     """The config of the `cls` task saved in preset directory `path`, or None
     (a built-in name, or no such task there), e.g. to compare a fine-tuned
-    head's `num_classes` (BERT sec. 3.2) with the one asked for.
+    head's `num_classes` with the one asked for.
 
     >>> saved_task_config("bert_tiny", object) is None
     True
@@ -364,7 +363,7 @@ def saved_task_config(path, cls):
 
 def pop_backbone_kwargs(kwargs):
     """Removes and returns the task arguments that belong to its backbone
-    (`dtype`, as in KerasHub), so a fine-tuned model (BERT sec. 3.2) runs in
+    (`dtype`, as in KerasHub), so a fine-tuned model runs in
     the precision asked for.
 
     >>> kwargs = {"num_classes": 2, "dtype": "bfloat16"}
@@ -375,8 +374,8 @@ def pop_backbone_kwargs(kwargs):
 
 
 def takes_argument(cls, name):
-    """Whether `cls(...)` has a parameter `name`: a task takes a `backbone`
-    (BERT sec. 3.2), and maybe a `preprocessor`.
+    """Whether `cls(...)` has a parameter `name`: a task takes a `backbone`,
+    and maybe a `preprocessor`.
 
     >>> from kzoo import BertPreprocessor
     >>> takes_argument(BertPreprocessor, "tokenizer"), takes_argument(BertPreprocessor, "backbone")
@@ -387,7 +386,7 @@ def takes_argument(cls, name):
 
 def override_config(config, overrides, source, class_name, extra=()):
     """`config` updated with `overrides`, each of which must be a key of `config`
-    or in `extra` (e.g. BERT sec. 3's L, H, A as `num_layers`, `hidden_dim`, `num_heads`).
+    or in `extra` (e.g. BERT's L, H, A as `num_layers`, `hidden_dim`, `num_heads`).
 
     >>> override_config({"num_layers": 2}, {"num_layers": 4}, "bert_tiny", "BertBackbone")
     {'num_layers': 4}

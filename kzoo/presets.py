@@ -129,8 +129,7 @@ def build_from_preset(cls, name, /, **overrides):
 
 def from_preset_for(cls, preset, /, **kwargs):
     """A `cls` from a built-in preset name or a preset directory: the body of
-    every kzoo `from_preset` (BERT sec. 3.2: fine-tuning starts from these
-    parameters).
+    every kzoo `from_preset`.
 
     - A name (see `list_presets`) gives the architecture with random weights
       and a warning; `kwargs` override its config. A task class (one that
@@ -182,8 +181,7 @@ def save_backbone(backbone, path, format="kzoo"):
     """Writes a backbone as a kzoo preset directory (`format="kzoo"`, see
     `kzoo.preset_directories.save_backbone`) or, for BERT, a Hugging Face
     directory (`format="huggingface"`, see
-    `kzoo.models.bert.bert_checkpoints.save_huggingface`). BERT sec. 3.2:
-    fine-tuning starts from these parameters.
+    `kzoo.models.bert.bert_checkpoints.save_huggingface`).
 
     Example:
 
@@ -203,7 +201,7 @@ def save_task(task, path, format="kzoo"):
     """Writes a task model as a kzoo preset directory (`format="kzoo"`, see
     `kzoo.preset_directories.save_task`) or, for BERT tasks, a Hugging Face
     directory with the heads (`format="huggingface"`; a `kzoo.BertPretrainer`
-    becomes a `BertForPreTraining`, BERT sec. 3.1).
+    becomes a `BertForPreTraining`).
 
     Example:
 

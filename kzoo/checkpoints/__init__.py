@@ -1,4 +1,4 @@
-"""Checkpoint file formats, read and written (BERT sec. 3, Appendix A: the released parameters).
+"""Checkpoint file formats, read and written.
 
 Each module opens one format as a `kzoo.models.bert.bert_checkpoints.CheckpointSource`
 (a config, a tokenizer config, and named arrays); the name/shape tables and the

@@ -1,4 +1,4 @@
-"""Original google-research/bert checkpoints (BERT sec. 3, Appendix A), read with TensorFlow's reader.
+"""Original google-research/bert checkpoints, read with TensorFlow's reader.
 
 A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
 `bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
@@ -30,7 +30,7 @@ CHECKPOINT_PREFIX = "bert_model.ckpt"
 
 
 def open_google(path):
-    """A `CheckpointSource` for a google-research BERT directory or .zip (BERT sec. 3).
+    """A `CheckpointSource` for a google-research BERT directory or .zip.
 
     Example (a one-layer checkpoint written here with TensorFlow):
 

@@ -1,4 +1,4 @@
-"""Hugging Face BERT directories, read and written (BERT sec. 3; the names of `modeling_bert.py`).
+"""Hugging Face BERT directories, read and written (the names of `modeling_bert.py`).
 
 A directory holds `config.json` (`model_type: "bert"`), the weights as
 `model.safetensors` (read with the `safetensors` library) or
@@ -72,7 +72,7 @@ def download(handle):
 
 
 def open_huggingface(path):
-    """A `CheckpointSource` for a Hugging Face BERT directory or `hf://` handle (BERT sec. 3).
+    """A `CheckpointSource` for a Hugging Face BERT directory or `hf://` handle.
 
     Example:
 
@@ -160,7 +160,7 @@ def _head_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
-    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None (BERT sec. 3).
+    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None.
 
     >>> import json, os, tempfile
     >>> directory = tempfile.mkdtemp()
@@ -278,7 +278,7 @@ def _pytorch(path):
 
 def config_from(model, backbone, task, tokenizer):
     """The Hugging Face `config.json` of a kzoo model (the inverse of
-    `backbone_config`; BERT sec. 3's L, H, A as `num_hidden_layers`, ...).
+    `backbone_config`; BERT's L, H, A as `num_hidden_layers`, ...).
 
     >>> from kzoo import BertBackbone
     >>> from kzoo.models.bert.bert_checkpoints import TASKS
@@ -318,8 +318,7 @@ def config_from(model, backbone, task, tokenizer):
 
 def write_directory(path, config, tensors, tokenizer):
     """Writes config.json, model.safetensors and the tokenizer files, after
-    checking the directory holds nothing else (BERT sec. 3 parameters, as
-    `transformers` reads them).
+    checking the directory holds nothing else (as `transformers` reads them).
 
     >>> import os, tempfile, numpy as np
     >>> directory = tempfile.mkdtemp()

@@ -1,4 +1,4 @@
-"""KerasHub BERT preset directories (BERT sec. 3), as `keras_hub.models.BertBackbone.save_to_preset` writes them.
+"""KerasHub BERT preset directories, as `keras_hub.models.BertBackbone.save_to_preset` writes them.
 
 The file layout is the one kzoo's own presets use (`config.json`,
 `model.weights.h5`, `tokenizer.json`, `assets/tokenizer/vocabulary.txt`), but
@@ -27,7 +27,7 @@ VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
 
 def open_keras_hub(path):
-    """A `CheckpointSource` for a KerasHub BERT preset directory (BERT sec. 3).
+    """A `CheckpointSource` for a KerasHub BERT preset directory.
 
     Example:
 
@@ -72,7 +72,7 @@ def backbone_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
-    (BERT sec. 3's WordPiece vocabulary; KerasHub keeps accents by default).
+    (KerasHub keeps accents by default).
 
     >>> import tempfile
     >>> tokenizer_config(tempfile.mkdtemp()) is None

@@ -1,11 +1,13 @@
 """Data preparation on tf.data / tensorflow-text, feeding models on any backend.
 
-- `learn_wordpiece_vocabulary`: a WordPiece vocabulary from a corpus (BERT sec. 3).
+- `learn_wordpiece_vocabulary`: a WordPiece vocabulary from a corpus (BERT
+  sec. 3); it lives in `kzoo.tokenizers` and is re-exported here.
 - `read_documents`, `read_text_files`: document-level corpora (BERT sec. 3.1).
 - `pretraining_dataset`: the whole pre-training pipeline, tokenize → NSP pairs →
   pack → MLM masking → batch, built from `tokenize_documents`,
   `sentence_pair_spans` (`sentence_pairs` as token offsets), `pack_segments`
-  and `mask_language_model`.
+  (BERT's `[CLS] A [SEP] B [SEP]`, also used by the models' preprocessors)
+  and `mask_language_model` (`default_max_predictions` per sequence).
 - `batch_by_length`: batches of similar-length sequences within a token
   budget (Transformer sec. 5.1).
 - `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
@@ -14,12 +16,9 @@
 
 from kzoo.data.documents import read_documents, read_text_files
 from kzoo.data.length_batching import batch_by_length, length_boundaries
-from kzoo.data.masked_lm import mask_language_model
-from kzoo.data.pretraining_dataset import (
-    default_max_predictions,
-    pack_segments,
-    pretraining_dataset,
-)
+from kzoo.data.masked_lm import default_max_predictions, mask_language_model
+from kzoo.data.packing import pack_segments
+from kzoo.data.pretraining_dataset import pretraining_dataset
 from kzoo.data.pretraining_tfrecords import (
     read_pretraining_tfrecords,
     write_pretraining_tfrecords,
@@ -32,7 +31,7 @@ from kzoo.data.sentence_pairs import (
     sentence_pairs,
     tokenize_documents,
 )
-from kzoo.data.wordpiece_vocabulary import learn_wordpiece_vocabulary
+from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 
 __all__ = [
     "batch_by_length",

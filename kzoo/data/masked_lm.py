@@ -17,7 +17,34 @@ op keyed by a per-batch seed, so a seeded pipeline is reproducible and still
 draws new masks every epoch.
 """
 
+import math
+
 import tensorflow as tf
+
+# google-research/bert's README and `create_pretraining_data.py` runs:
+# max_predictions_per_seq 20 at sequence length 128 and 80 at 512 (about 15%).
+MAX_PREDICTIONS_PER_SEQ = {128: 20, 512: 80}
+
+
+def default_max_predictions(sequence_length):
+    """google-research/bert's cap on masked-LM predictions per sequence (BERT
+    sec. 3.1, A.2): 20 at length 128, 80 at 512, otherwise 15% of the length
+    (halves rounded up).
+
+    Args:
+        sequence_length: int. The packed sequence length.
+
+    Returns:
+        An int, the `max_predictions_per_seq` of `mask_language_model`.
+
+    Example:
+
+    >>> default_max_predictions(128), default_max_predictions(512), default_max_predictions(64)
+    (20, 80, 10)
+    """
+    if sequence_length in MAX_PREDICTIONS_PER_SEQ:
+        return MAX_PREDICTIONS_PER_SEQ[sequence_length]
+    return int(math.floor(0.15 * sequence_length + 0.5))
 
 
 def _uniform(shape, seed, salt):
@@ -110,7 +137,8 @@ def mask_language_model(
         random_token_ids: 1-D ids that the random replacement draws from,
             uniformly (the vocabulary without special tokens).
         max_predictions_per_seq: the cap P on predictions per sequence (20 at
-            length 128, 80 at 512 in google-research/bert).
+            length 128, 80 at 512 in google-research/bert: see
+            `default_max_predictions`).
         masked_lm_rate: fraction of maskable tokens chosen (15%).
         mask_token_rate: fraction of chosen tokens replaced by `[MASK]` (80%).
         random_token_rate: fraction replaced by a random token (10%); the rest

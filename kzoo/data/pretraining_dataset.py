@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo.data.documents import read_documents
-from kzoo.data.masked_lm import mask_language_model
+from kzoo.data.masked_lm import default_max_predictions, mask_language_model
+from kzoo.data.packing import pack_segments
 from kzoo.data.sentence_pairs import TokenizedCorpus, sentence_pair_spans, tokenize_documents
-from kzoo.models.bert.bert_optimizer import default_max_predictions
-from kzoo.models.bert.bert_preprocessor import pack_segments
+
 
 def _vocabulary_roles(tokenizer):
     """(special ids never masked, ids random replacements draw from, `##` flags per id)."""
@@ -172,7 +172,7 @@ def pretraining_dataset(
     random_ids = tf.constant(random_ids)
 
     # Plain TensorFlow ops without Python control flow on tensors: autograph's
-    # source conversion would only cost time (1.2 s of a 2.4 s run over 4,077 examples).
+    # source conversion would only cost time.
     @tf.autograph.experimental.do_not_convert
     def mask_batch(batch_indices, mask_seed):
         features = {name: tf.gather(values, batch_indices) for name, values in examples.items()}
@@ -206,8 +206,7 @@ def pretraining_dataset(
 def _fixed_parallelism():
     """`tf.data` options without autotuning: `AUTOTUNE` stands for one call
     per core and a default prefetch buffer. The autotuner's own work and
-    ramp-up cost more than the masking they would tune (a pass over 16,000
-    examples: 0.76 -> 0.57 s, the CPUs shared)."""
+    ramp-up cost more than the masking they would tune."""
     options = tf.data.Options()
     options.autotune.enabled = False
     return options

@@ -95,8 +95,8 @@ def tokenize_documents(documents, tokenizer, batch_size=16384, progress=True):
         tokenizer: a `kzoo.BertTokenizer` (BERT sec. 3 WordPiece).
         batch_size: the most sentences per tokenizer call. Calls run on one
             thread per CPU core, in batches of equal size, as few as this
-            allows, in a multiple of the thread count (each call costs ~20 ms
-            of set-up: the tokenizer compiles its regular expressions).
+            allows, in a multiple of the thread count (each call pays a fixed
+            set-up: the tokenizer compiles its regular expressions).
         progress: show a tqdm progress bar.
 
     Returns:
@@ -174,7 +174,7 @@ class _PairGenerator:
     def __init__(self, corpus, sequence_length, short_sequence_probability, rng):
         self.splits = corpus.sentence_splits.tolist()  # Python ints: fast scalar access
         self.document_splits = corpus.document_splits.tolist()
-        self.random = rng.random  # a float in [0, 1): one draw, ~10x cheaper than rng.integers
+        self.random = rng.random  # a float in [0, 1): one draw, cheaper than rng.integers
         self.short_sequence_probability = short_sequence_probability
         self.max_tokens = sequence_length - 3  # [CLS] A [SEP] B [SEP]
         self.num_documents = len(self.document_splits) - 1

@@ -1,4 +1,4 @@
-"""Distributed training on existing engines, one call away (BERT sec. 3.1, A.2; Transformer sec. 5.2).
+"""Distributed training on existing engines, one call away.
 
 BERT was pre-trained on Cloud TPU pods, 16 TPU chips for BASE and 64 for
 LARGE, with batches of 256 sequences (A.2); the Transformer trained on one
@@ -55,7 +55,7 @@ BATCH_AXIS = "batch"
 
 
 class Distributed:
-    """What a training script needs from a distributed engine (BERT A.2, Transformer sec. 5.2).
+    """What a training script needs from a distributed engine.
 
     Returned by `kzoo.distribution.setup()`; this base class is the
     single-device case (plain Keras), and `kzoo.distribution.jax`,
@@ -144,7 +144,7 @@ class Distributed:
 
 
 def setup(model_parallel=1, *, multi_host=None, job_addresses=None, num_processes=None, process_id=None):
-    """Sets up the distributed engine for this backend and hardware (BERT A.2, Transformer sec. 5.2).
+    """Sets up the distributed engine for this backend and hardware.
 
     See the module docstring for the table of engines.
 
@@ -198,7 +198,7 @@ def setup(model_parallel=1, *, multi_host=None, job_addresses=None, num_processe
 
 
 def replica_loss(loss):
-    """This replica's share of a mean loss for the engine's gradient sum (BERT A.2).
+    """This replica's share of a mean loss for the engine's gradient sum.
 
     Under a `tf.distribute` strategy Keras sums the replicas' gradients, so a
     loss that is a mean over the replica's examples is divided by the number
@@ -221,7 +221,7 @@ def replica_loss(loss):
 
 
 def sum_over_replicas(values):
-    """`(values summed over the replicas in sync, number of replicas)` (BERT A.2).
+    """`(values summed over the replicas in sync, number of replicas)`.
 
     Under a `tf.distribute` strategy each replica holds its share of a
     gradient; this all-reduces them (None entries stay None), e.g. to clip the

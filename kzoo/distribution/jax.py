@@ -1,4 +1,4 @@
-"""JAX: `keras.distribution` data and model parallelism (BERT A.2 on TPU pods, Transformer sec. 5.2).
+"""JAX: `keras.distribution` data and model parallelism.
 
 Data parallelism (`keras.distribution.DataParallel`) replicates every weight
 and splits each global batch over the devices. Model parallelism
@@ -44,7 +44,7 @@ LAYOUT_RULES = (
 
 def layout_map(device_mesh):
     """`keras.distribution.LayoutMap` sharding kzoo's BERT and Transformer
-    weights along `device_mesh`'s `"model"` axis (BERT sec. 3, Transformer sec. 3.2).
+    weights along `device_mesh`'s `"model"` axis.
 
     The rules are `LAYOUT_RULES`: attention heads, feed-forward units and
     embedding columns split; the number of heads, `intermediate_dim` and
@@ -70,7 +70,7 @@ def layout_map(device_mesh):
 
 
 class JaxDistributed(Distributed):
-    """A `keras.distribution.DataParallel` or `ModelParallel` (BERT A.2, Transformer sec. 5.2).
+    """A `keras.distribution.DataParallel` or `ModelParallel`.
 
     `scope()` is the distribution's scope: weights built in it are replicated
     or sharded, and `fit` inside it splits each global batch along the
@@ -102,7 +102,7 @@ class JaxDistributed(Distributed):
 
 
 def setup(model_parallel, multi_host, job_addresses, num_processes, process_id):
-    """The `Distributed` for JAX (see `kzoo.distribution.setup`; BERT A.2).
+    """The `Distributed` for JAX (see `kzoo.distribution.setup`).
 
     Example:
 

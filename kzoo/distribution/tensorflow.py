@@ -1,4 +1,4 @@
-"""TensorFlow: `tf.distribute` strategies (BERT A.2 on TPU pods, Transformer sec. 5.2 on 8 GPUs).
+"""TensorFlow: `tf.distribute` strategies.
 
 `choose_strategy` picks, in this order:
 
@@ -24,7 +24,7 @@ from kzoo.distribution import Distributed
 
 
 def has_tpu():
-    """True on a Cloud TPU VM or with a TPU named by `TPU_NAME` (BERT A.2 trained on TPU pods).
+    """True on a Cloud TPU VM or with a TPU named by `TPU_NAME`.
 
     Example:
 
@@ -36,7 +36,7 @@ def has_tpu():
 
 def choose_strategy(multi_host=None):
     """The `tf.distribute.Strategy` for this hardware, or None on a single
-    device (BERT A.2, Transformer sec. 5.2; see the module docstring).
+    device (see the module docstring).
 
     Example (one CPU device):
 
@@ -64,7 +64,7 @@ def choose_strategy(multi_host=None):
 
 
 class TensorFlowDistributed(Distributed):
-    """A `tf.distribute.Strategy` (BERT A.2, Transformer sec. 5.2).
+    """A `tf.distribute.Strategy`.
 
     `scope()` is the strategy's scope: models built and compiled in it have
     mirrored variables, and Keras' `fit` splits each global batch of a
@@ -96,7 +96,7 @@ class TensorFlowDistributed(Distributed):
 
 
 def setup(multi_host):
-    """The `Distributed` for TensorFlow (see `kzoo.distribution.setup`; BERT A.2).
+    """The `Distributed` for TensorFlow (see `kzoo.distribution.setup`).
 
     Example:
 
@@ -108,7 +108,7 @@ def setup(multi_host):
 
 
 def replica_loss(loss):
-    """`loss` divided by the replicas in sync under a strategy (BERT A.2): Keras
+    """`loss` divided by the replicas in sync under a strategy: Keras
     sums the replicas' gradients, so the sum of the replicas' shares is the
     mean over the global batch.
 
@@ -123,8 +123,8 @@ def replica_loss(loss):
 
 def sum_over_replicas(values):
     """`(values summed over the replicas, number of replicas)` in a strategy's
-    replica context; None entries stay None (BERT A.2: clipping the global
-    batch's gradient).
+    replica context; None entries stay None (for clipping the global
+    batch's gradient, as BERT's optimizer does).
 
     Example (no strategy):
 

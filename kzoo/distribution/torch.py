@@ -1,4 +1,4 @@
-"""PyTorch: DistributedDataParallel under `torchrun` (BERT A.2, Transformer sec. 5.2 on 8 GPUs).
+"""PyTorch: DistributedDataParallel under `torchrun`.
 
 `torchrun --nproc_per_node=N script.py` starts one process per GPU (and
 `--nnodes`, `--node_rank`, `--rdzv_endpoint` join several hosts); `setup`
@@ -30,7 +30,7 @@ from kzoo.distribution import Distributed
 
 
 def shard_batches(dataset, num_shards, index):
-    """Shard `index`'s slice of each global batch of `dataset` (BERT A.2's batches of 256 over the replicas).
+    """Shard `index`'s slice of each global batch of `dataset`.
 
     Batch `k` of the result holds examples `[index * b, (index + 1) * b)` of
     global batch `k`, with `b = global batch / num_shards`: the shards of
@@ -61,7 +61,7 @@ def shard_batches(dataset, num_shards, index):
 
 
 class TorchDistributed(Distributed):
-    """torch `DistributedDataParallel` over the ranks of the default process group (BERT A.2).
+    """torch `DistributedDataParallel` over the ranks of the default process group.
 
     One replica per process (`num_replicas == num_processes`). Build and
     compile the model as usual (`scope()` changes nothing); `fit` trains it
@@ -133,7 +133,7 @@ def _train_step(replicated, model, batch):
 
 def setup():
     """Joins `torchrun`'s process group; the `Distributed` for torch (see
-    `kzoo.distribution.setup`; BERT A.2). One process: plain Keras.
+    `kzoo.distribution.setup`). One process: plain Keras.
 
     Example (not under torchrun):
 

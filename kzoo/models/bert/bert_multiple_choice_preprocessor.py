@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
-from kzoo.models.bert.bert_tokenizer import to_string_tensor
+from kzoo.tokenizers.inputs import to_string_tensor
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

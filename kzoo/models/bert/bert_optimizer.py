@@ -33,14 +33,11 @@ import math
 import keras
 from keras import ops
 
+from kzoo.data.masked_lm import default_max_predictions
 from kzoo.distribution import sum_over_replicas
 from kzoo.fast_paths import multi_tensor_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
-
-# google-research/bert's README and `create_pretraining_data.py` runs:
-# max_predictions_per_seq 20 at sequence length 128 and 80 at 512 (about 15%).
-MAX_PREDICTIONS_PER_SEQ = {128: 20, 512: 80}
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -288,19 +285,6 @@ PretrainingPhase.__doc__ = (
 
 def _round_half_up(x):
     return int(math.floor(x + 0.5))
-
-
-def default_max_predictions(sequence_length):
-    """google-research/bert's cap on masked-LM predictions per sequence (BERT
-    sec. 3.1, A.2): 20 at length 128, 80 at 512, otherwise 15% of the length
-    (halves rounded up).
-
-    >>> default_max_predictions(128), default_max_predictions(512), default_max_predictions(64)
-    (20, 80, 10)
-    """
-    if sequence_length in MAX_PREDICTIONS_PER_SEQ:
-        return MAX_PREDICTIONS_PER_SEQ[sequence_length]
-    return _round_half_up(0.15 * sequence_length)
 
 
 def pretraining_phases(

@@ -6,91 +6,10 @@ or eagerly, its outputs feed `kzoo.BertBackbone` on TensorFlow, JAX or PyTorch.
 
 import keras
 import tensorflow as tf
-import tensorflow_text as tf_text
 
+from kzoo.data.packing import keep_first, longest_first_budgets, pack_segments
 from kzoo.preprocessor_parts import PreprocessorWithTokenizer
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
-
-
-def longest_first_budgets(length_a, length_b, budget):
-    """Per-example lengths to keep of two segments so that they fit in `budget` tokens.
-
-    The rule of Hugging Face's `truncation="longest_first"` (and of the original
-    BERT's `_truncate_seq_pair`, which removes tokens from the longer segment one
-    at a time): the shorter segment keeps `min(its length, budget // 2)` or more,
-    the longer one takes the rest; when both must be cut, the budget splits in
-    halves and an odd token goes to the longer segment (the second on a tie).
-
-    Args:
-        length_a: int tensor `(batch,)`, lengths of the first segments.
-        length_b: int tensor `(batch,)`, lengths of the second segments.
-        budget: int, tokens available to both segments together.
-
-    Returns:
-        `(keep_a, keep_b)`, int tensors `(batch,)`.
-
-    Example:
-
-    >>> a, b = longest_first_budgets(tf.constant([10, 3, 6]), tf.constant([10, 20, 6]), 9)
-    >>> a.numpy().tolist(), b.numpy().tolist()
-    ([4, 3, 4], [5, 6, 5])
-    """
-    length_a = tf.cast(length_a, tf.int32)
-    length_b = tf.cast(length_b, tf.int32)
-    shorter = tf.minimum(length_a, length_b)
-    longer = tf.maximum(length_a, length_b)
-    # The shorter segment keeps all it has; the longer one takes what is left,
-    # but no less than the shorter one keeps.
-    limit_short = shorter
-    limit_long = tf.where(shorter > budget, shorter, tf.maximum(shorter, budget - shorter))
-    # Still too long together: split the budget in halves.
-    both_cut = limit_short + limit_long > budget
-    limit_short = tf.where(both_cut, budget // 2, limit_short)
-    limit_long = tf.where(both_cut, budget // 2 + budget % 2, limit_long)
-    keep_short = tf.minimum(shorter, limit_short)
-    keep_long = tf.minimum(longer, limit_long)
-    # Segments that fit together are kept whole.
-    fits = length_a + length_b <= budget
-    first_is_longer = length_a > length_b
-    keep_a = tf.where(fits, length_a, tf.where(first_is_longer, keep_long, keep_short))
-    keep_b = tf.where(fits, length_b, tf.where(first_is_longer, keep_short, keep_long))
-    return keep_a, keep_b
-
-
-def keep_first(ragged, lengths):
-    """The first `lengths[i]` items of each row of a ragged tensor."""
-    positions = tf.ragged.range(ragged.row_lengths(), dtype=tf.int64)
-    keep = positions < tf.expand_dims(tf.cast(lengths, tf.int64), 1)
-    return tf.ragged.boolean_mask(ragged, keep)
-
-
-def pack_segments(segments, tokenizer, sequence_length):
-    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded to `sequence_length`,
-    from a list of one or two ragged `(batch, None)` id spans that already fit
-    (BERT sec. 3, Figure 2).
-
-    Returns `token_ids`, `segment_ids` and `padding_mask`, each `(batch, sequence_length)` int32.
-
-    >>> import tensorflow as tf
-    >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
-    >>> out = pack_segments([tf.ragged.constant([[5, 5]]), tf.ragged.constant([[6]])], tok, 7)
-    >>> out["token_ids"].numpy().tolist(), out["segment_ids"].numpy().tolist()
-    ([[2, 5, 5, 3, 6, 3, 0]], [[0, 0, 0, 0, 1, 1, 0]])
-    """
-    token_ids, segment_ids = tf_text.combine_segments(
-        segments,
-        start_of_sequence_id=tokenizer.cls_token_id,
-        end_of_segment_id=tokenizer.sep_token_id,
-    )
-    token_ids, padding_mask = tf_text.pad_model_inputs(
-        token_ids, sequence_length, pad_value=tokenizer.pad_token_id
-    )
-    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, sequence_length)
-    return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
-    }
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

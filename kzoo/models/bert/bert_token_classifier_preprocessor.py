@@ -15,9 +15,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kzoo.data.packing import keep_first, pack_segments
 from kzoo.preprocessor_parts import PreprocessorWithTokenizer
-from kzoo.models.bert.bert_preprocessor import keep_first, pack_segments
-from kzoo.models.bert.bert_tokenizer import to_string_tensor
+from kzoo.tokenizers.inputs import to_string_tensor
 
 IGNORED_LABEL = -1
 

@@ -3,8 +3,9 @@ You Need", sec. 5.1: "a shared source-target vocabulary of about 37000 tokens").
 
 The paper used byte-pair encoding for English-German and word-pieces for
 English-French; kzoo uses WordPiece on tensorflow-text for both, with BERT's
-text normalization (`kzoo.BertTokenizer`'s core), cased by default: a
-translation keeps the case of its source.
+text normalization (`kzoo.tokenizers.WordPieceTokenizer`, also the core of
+`kzoo.BertTokenizer`), cased by default: a translation keeps the case of its
+source.
 
 One difference from BERT makes `detokenize` the exact inverse of `tokenize`
 (up to white space, which becomes single spaces): a word written against the
@@ -18,8 +19,8 @@ messages against the untokenized references sacreBLEU expects (sec. 6.1).
 import keras
 import tensorflow as tf
 
-from kzoo.data.wordpiece_vocabulary import learn_wordpiece_vocabulary
-from kzoo.models.bert.bert_tokenizer import WordPieceTokenizer
+from kzoo.tokenizers.wordpiece_tokenizer import WordPieceTokenizer
+from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 # Hidden first piece of a word written against the previous one: it matches
@@ -39,11 +40,14 @@ class TransformerTokenizer(WordPieceTokenizer):
     `kzoo.Transformer` assumes by default.
 
     Args:
-        vocabulary: a vocabulary file (one token per line) or a list of
-            tokens, with `[PAD]`, `[UNK]`, `[BOS]` and `[EOS]`.
-        lowercase: False (cased) by default; True lower-cases and strips accents.
-        **kwargs: `strip_accents`, `unknown_token`, `suffix_indicator`,
-            `max_input_chars_per_word`, as for `kzoo.BertTokenizer`.
+        vocabulary: str or list of str. A vocabulary file (one token per
+            line) or the tokens, in id order, with `[PAD]`, `[UNK]`, `[BOS]`
+            and `[EOS]`.
+        lowercase: bool. `True` lower-cases and strips accents; `False`
+            keeps the case of the text. Defaults to `False`.
+        **kwargs: `strip_accents`, `unknown_token`, `suffix_indicator` and
+            `max_input_chars_per_word`, as for
+            `kzoo.tokenizers.WordPieceTokenizer`.
 
     Call `tokenizer(inputs)` (or `tokenize`) on a str, a list of str, a numpy
     array or a tf.string tensor: int32 ids, ragged `(batch, None)` for a

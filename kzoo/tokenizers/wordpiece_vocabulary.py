@@ -1,28 +1,27 @@
-"""Learning a BERT WordPiece vocabulary from a corpus (BERT sec. 3: a ~30k
+"""Learning a WordPiece vocabulary from a corpus (BERT sec. 3: a ~30k
 WordPiece vocabulary, `##` continuation pieces).
 
 Words are counted after kzoo's own BERT basic tokenization
-(`bert_tokenizer.split_words`, identical to Hugging Face's), not after
-tensorflow-text's `BasicTokenizer`, which keeps non-ASCII white space inside
-cased words and NFKC-folds uncased text: a vocabulary learned that way
+(`kzoo.tokenizers.word_splitting.split_words`, identical to Hugging Face's),
+not after tensorflow-text's `BasicTokenizer`, which keeps non-ASCII white space
+inside cased words and NFKC-folds uncased text: a vocabulary learned that way
 contains tokens such as "##ed\\u3000" that no BERT tokenizer can produce. The
 WordPiece learner is tensorflow-text's (`wordpiece_tokenizer_learner_lib`:
 its input filtering, parameters and final vocabulary ordering), driven by a
 binary search over the frequency threshold with a progress bar.
 
 Its `learn_with_thresh` is re-implemented here, with the same output token
-for token, because the library's is far too slow (minutes for a megabyte of
-text: every threshold of the search re-runs it, and each of its iterations
-counts every substring from every split point to the end of every word, then
-subtracts each token's count from all of its prefixes). After that
-subtraction a token's count is exactly the number of times it occurs as a
-whole *suffix* `word[start:]` (`##`-prefixed when `start > 0`) from one of
-the word's split points: the count of a prefix `p` minus the counts of its
-one-character extensions leaves only the occurrences of `p` that end the
-word. So each iteration here counts only the suffixes at the split points
-(linear in the text instead of cubic in the word length), and the first
-iteration, whose split points are every character whatever the threshold, is
-computed once for the whole search.
+for token, because the search re-runs it for every threshold and each of the
+library's iterations counts every substring from every split point to the end
+of every word, then subtracts each token's count from all of its prefixes.
+After that subtraction a token's count is exactly the number of times it
+occurs as a whole *suffix* `word[start:]` (`##`-prefixed when `start > 0`)
+from one of the word's split points: the count of a prefix `p` minus the
+counts of its one-character extensions leaves only the occurrences of `p`
+that end the word. So each iteration here counts only the suffixes at the
+split points (linear in the text instead of cubic in the word length), and
+the first iteration, whose split points are every character whatever the
+threshold, is computed once for the whole search.
 """
 
 import collections
@@ -34,7 +33,7 @@ import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 from tqdm.auto import tqdm
 
-from kzoo.models.bert.bert_tokenizer import split_words
+from kzoo.tokenizers.word_splitting import split_words
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -136,21 +135,33 @@ def learn_wordpiece_vocabulary(
     """Learns a WordPiece vocabulary of at most `vocabulary_size` tokens (BERT sec. 3).
 
     Args:
-        texts_or_dataset: a list of strings or a `tf.data.Dataset` of strings
-            (scalar or batched).
-        vocabulary_size: the target size (an upper bound; the learner stops
-            within 5% of it or at the smallest frequency threshold).
-        lowercase: learn an uncased vocabulary (lower-case and strip accents),
-            to use with `BertTokenizer(lowercase=True)`.
-        output_path: if given, the vocabulary is written there, one token per line.
-        reserved_tokens: tokens placed first, in order (`[PAD]` = id 0).
-        strip_accents: None follows `lowercase`.
-        max_token_length, max_unique_chars, num_iterations: passed to
-            tensorflow-text's learner.
-        progress: show a tqdm bar over the threshold search.
+        texts_or_dataset: list of str or `tf.data.Dataset`. The corpus: texts,
+            or a dataset of strings (scalar or batched).
+        vocabulary_size: int. The target size, an upper bound: the learner
+            stops within 5% of it or at the smallest frequency threshold.
+        lowercase: bool. Whether to learn an uncased vocabulary (lower-cased,
+            accents stripped), for a tokenizer with `lowercase=True`.
+            Defaults to `True`.
+        output_path: str, `os.PathLike` or `None`. If given, the vocabulary
+            is written there, one token per line. Defaults to `None`.
+        reserved_tokens: sequence of str. Tokens placed first, in order.
+            Defaults to BERT's `("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")`
+            (`[PAD]` = id 0).
+        strip_accents: bool or `None`. Forces accent stripping on or off;
+            `None` follows `lowercase`. Defaults to `None`.
+        max_token_length: int. The longest token, in characters, passed to
+            tensorflow-text's learner. Defaults to `50`.
+        max_unique_chars: int. The most distinct characters kept, passed to
+            tensorflow-text's learner. Defaults to `1000`.
+        num_iterations: int. WordPiece learning iterations per threshold,
+            passed to tensorflow-text's learner. Defaults to `4`.
+        progress: bool. Whether to show a tqdm bar over the threshold search.
+            Defaults to `True`.
 
     Returns:
-        The vocabulary as a list of strings.
+        The vocabulary as a list of str.
+
+    Example:
 
     >>> texts = ["the cat sat on the mat", "the dog sat on the log"] * 50
     >>> vocab = learn_wordpiece_vocabulary(texts, 60, progress=False)
@@ -159,6 +170,7 @@ def learn_wordpiece_vocabulary(
     """
     vocabulary_size = int(vocabulary_size)
     reserved_tokens = list(reserved_tokens)
+
     def unique_words(texts):
         words = split_words(tf.reshape(texts, [-1]), lowercase, strip_accents).flat_values
         unique, index, count = tf.unique_with_counts(words)

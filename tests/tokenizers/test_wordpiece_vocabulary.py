@@ -60,7 +60,7 @@ def test_moderate_corpus_reaches_target_size():
 def test_fast_learner_equals_tensorflow_text_learner(lowercase):
     """kzoo's `_learn_with_thresh` is a faster rewrite of tensorflow-text's
     `learn_with_thresh`; it must give the same vocabulary token for token."""
-    from kzoo.data import wordpiece_vocabulary as bv
+    from kzoo.tokenizers import wordpiece_vocabulary as bv
 
     library = bv.learner
     texts = make_corpus(400, seed=3)
