@@ -27,7 +27,13 @@ Public API:
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
 """
 
-from kzoo import data, distribution, layers
+# First: TensorFlow's logging, devices and the backend's threads are set up
+# before anything imports TensorFlow (kzoo.backend's docstring).
+from kzoo.backend import set_up_process as _set_up_process
+
+_set_up_process()
+
+from kzoo import data, distribution, layers  # noqa: E402
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,

@@ -9,6 +9,8 @@ question differently, so the answer is isolated here.
 import keras
 import numpy as np
 
+from kzoo.backend import tensorflow as tensorflow_backend
+
 
 def is_concrete(x):
     """True when `x`'s values can be read without breaking a trace.
@@ -106,7 +108,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
         end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
         if end > max_sequence_length:
             raise ValueError(message(start, end - 1))
-    elif keras.backend.backend() == "tensorflow":
+    elif keras.backend.backend() == "tensorflow" and not tensorflow_backend.in_xla_compilation():
         import tensorflow as tf
 
         check = tf.debugging.assert_less_equal(

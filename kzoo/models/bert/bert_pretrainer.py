@@ -185,10 +185,12 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         global batch as one program. Both equal one device on the global batch
         when the replicas hold equally many predictions (`kzoo.distribution`)."""
         self._check_labels(y)
-        weights = ops.cast(y["mask_weights"], "float32")
-        mlm = ops.sparse_categorical_crossentropy(
-            y["mask_ids"], ops.cast(y_pred["mlm_logits"], "float32"), from_logits=True
-        )  # (B, P)
+        # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape
+        # add a shape assertion that XLA ignores, with a warning line per compile.
+        logits = ops.cast(y_pred["mlm_logits"], "float32")
+        logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
+        weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
+        mlm = ops.sparse_categorical_crossentropy(ops.reshape(y["mask_ids"], (-1,)), logits, from_logits=True)
         losses = {"mlm_loss": ops.sum(mlm * weights) / ops.maximum(ops.sum(weights), _EPSILON)}
         if self.with_next_sentence_prediction:
             nsp = ops.sparse_categorical_crossentropy(
