@@ -11,6 +11,8 @@ architectures; loading pretrained checkpoints comes with the checkpoint
 converters), so the outputs show shapes and speed, not meaning.
 """
 
+import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+
 import argparse
 import time
 import warnings
@@ -18,7 +20,6 @@ import warnings
 import keras
 import numpy as np
 
-import kzoo
 from example_runs import parse_arguments
 
 

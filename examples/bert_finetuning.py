@@ -44,6 +44,8 @@ with the global batch `--batch-size` (no validation split). See the README,
 "Distributed training".
 """
 
+import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+
 import argparse
 import collections
 import os
@@ -55,7 +57,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import kzoo
 from example_runs import fit_progress, parse_arguments, smoke_directory
 from offline_corpora import library_area_sentences
 

@@ -30,6 +30,8 @@ TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
 (the paper's 256 on TPU pods, A.2). See the README, "Distributed training".
 """
 
+import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+
 import argparse
 import collections
 import random
@@ -38,7 +40,6 @@ import time
 import keras
 import numpy as np
 
-import kzoo
 from example_runs import fit_progress, parse_arguments, smoke_directory
 from offline_corpora import python_documentation
 

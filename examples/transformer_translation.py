@@ -33,6 +33,8 @@ steps, in about a minute, and saves under the system temp dir (see
 example_runs.py).
 """
 
+import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+
 import argparse
 import os
 import time
