@@ -3,7 +3,7 @@
 A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
 `bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
 variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
-the table in `kzoo.models.bert.bert_checkpoints`) and `vocab.txt`. Fine-tuned
+the table in `kzoo.checkpoints.bert_weights`) and `vocab.txt`. Fine-tuned
 checkpoints from `run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add
 `output_weights` or `cls/squad/output_weights`.
 
@@ -22,11 +22,35 @@ import zipfile
 import tensorflow as tf
 
 from kzoo.checkpoints.huggingface import backbone_config as huggingface_backbone_config
-from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
+from kzoo.checkpoints.source import CheckpointSource, local_path, read_json
 
 CONFIG_FILE = "bert_config.json"
 VOCABULARY_FILE = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
+
+
+def detect(path):
+    """Whether `path` is a google-research BERT release: a .zip file, or a
+    directory with `bert_config.json`.
+
+    Args:
+        path: str or os.PathLike. What `from_preset` was given.
+
+    Returns:
+        True for a google-research release.
+
+    Example:
+
+    >>> import tempfile
+    >>> detect(tempfile.mkdtemp()), detect("hf://google-bert/bert-base-uncased")
+    (False, False)
+    """
+    location = local_path(path)
+    if location is None:
+        return False
+    if os.path.isfile(location):
+        return location.lower().endswith(".zip") or zipfile.is_zipfile(location)
+    return os.path.isfile(os.path.join(location, CONFIG_FILE))
 
 
 def open_google(path):
