@@ -54,7 +54,14 @@ def detect(path):
 
 
 def open_google(path):
-    """A `CheckpointSource` for a google-research BERT directory or .zip.
+    """Opens a google-research BERT release.
+
+    Args:
+        path: str or os.PathLike. A release directory, or its .zip (unzipped
+            into a temporary directory that lives as long as the source).
+
+    Returns:
+        A `CheckpointSource` of format "google".
 
     Example (a one-layer checkpoint written here with TensorFlow):
 
@@ -97,6 +104,15 @@ def backbone_config(config, location):
     `BertConfig`, whose fields Hugging Face's kept; LayerNorm epsilon 1e-12
     is fixed in its `modeling.py`, 16 segment types by default).
 
+    Args:
+        config: dict. The contents of `bert_config.json`.
+        location: str. The file, for error messages.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
+
     >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
     1e-12
     """
@@ -105,7 +121,16 @@ def backbone_config(config, location):
 
 
 def lowercase_from_name(path):
-    """True for `uncased` in the release's name, False for `cased`, None if neither.
+    """Whether a release lower-cases its text, read from its name
+    (`bert_config.json` does not say).
+
+    Args:
+        path: str. The release's directory or .zip.
+
+    Returns:
+        True for `uncased` in the name, False for `cased`, None if neither.
+
+    Example:
 
     >>> [lowercase_from_name(p) for p in ("uncased_L-12_H-768_A-12.zip", "/x/cased_L-12", "/x/bert")]
     [True, False, None]

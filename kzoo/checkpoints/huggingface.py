@@ -73,6 +73,14 @@ def detect(path):
 def download(handle):
     """The local directory of `hf://owner/name`, fetched with `huggingface_hub`.
 
+    Args:
+        handle: str. `hf://owner/name`.
+
+    Returns:
+        The directory `huggingface_hub` downloaded the files into.
+
+    Example:
+
     >>> download("hf://")
     Traceback (most recent call last):
     ...
@@ -101,7 +109,13 @@ def download(handle):
 
 
 def open_huggingface(path):
-    """A `CheckpointSource` for a Hugging Face BERT directory or `hf://` handle (BERT sec. 3).
+    """Opens a Hugging Face BERT directory or `hf://` handle (BERT sec. 3).
+
+    Args:
+        path: str or os.PathLike. The directory, or `hf://owner/name`.
+
+    Returns:
+        A `CheckpointSource` of format "huggingface".
 
     Example:
 
@@ -136,6 +150,15 @@ def open_huggingface(path):
 def backbone_config(config, location):
     """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict
     (defaults as `transformers.BertConfig`), every field mapped exactly.
+
+    Args:
+        config: dict. The contents of `config.json`.
+        location: str. The file, for error messages.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
 
     >>> backbone_config({"model_type": "bert", "vocab_size": 99, "hidden_act": "gelu_new"}, "x")["activation"]
     'gelu_approximate'
@@ -189,6 +212,14 @@ def _head_config(config):
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
     `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None (BERT sec. 3).
+
+    Args:
+        directory: str. The checkpoint directory.
+
+    Returns:
+        A dict of `kzoo.BertTokenizer` arguments, or None without a vocabulary.
+
+    Example:
 
     >>> import json, os, tempfile
     >>> directory = tempfile.mkdtemp()

@@ -47,7 +47,13 @@ def detect(path):
 
 
 def open_keras_hub(path):
-    """A `CheckpointSource` for a KerasHub BERT preset directory.
+    """Opens a KerasHub BERT preset directory.
+
+    Args:
+        path: str or os.PathLike. The preset directory.
+
+    Returns:
+        A `CheckpointSource` of format "keras_hub".
 
     Example:
 
@@ -76,6 +82,14 @@ def open_keras_hub(path):
 def backbone_config(config):
     """`kzoo.BertBackbone` arguments from KerasHub's `BertBackbone` config.
 
+    Args:
+        config: dict. The `config` of KerasHub's `config.json`.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
+
     >>> backbone_config({"vocabulary_size": 30, "num_layers": 1, "num_heads": 2,
     ...     "hidden_dim": 8, "intermediate_dim": 16, "dropout": 0.1,
     ...     "max_sequence_length": 16, "num_segments": 2})["layer_norm_epsilon"]
@@ -93,6 +107,14 @@ def backbone_config(config):
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
     (KerasHub keeps accents by default).
+
+    Args:
+        directory: str. The preset directory.
+
+    Returns:
+        A dict of `kzoo.BertTokenizer` arguments, or None without `tokenizer.json`.
+
+    Example:
 
     >>> import tempfile
     >>> tokenizer_config(tempfile.mkdtemp()) is None

@@ -5,8 +5,7 @@ Every kzoo class's `from_preset(preset, **kwargs)` is
 `kzoo.presets.load(cls, preset, **kwargs)`, and its
 `save_to_preset(path, format=...)` is `kzoo.presets.save(obj, path, format)`
 (or the `save_backbone` / `save_task` / `save_preprocessor` /
-`save_tokenizer` that check the object's role first). BERT sec. 3.2:
-fine-tuning starts from the parameters a preset carries.
+`save_tokenizer` that check the object's role first).
 
 | module                        | what it holds                                                   |
 |-------------------------------|-----------------------------------------------------------------|
