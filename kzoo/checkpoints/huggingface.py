@@ -92,7 +92,7 @@ def download(handle):
             f"{handle!r} names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased."
         )
     try:
-        import huggingface_hub  # noqa: PLC0415 (optional)
+        import huggingface_hub  # noqa: PLC0415 (optional, not a kzoo dependency: only hf:// handles need it)
     except ImportError as error:
         raise ValueError(
             f"Loading {handle!r} needs huggingface_hub (pip install huggingface_hub), or download "
@@ -313,7 +313,7 @@ def _safetensors_header(path):
 def _pytorch(path):
     """pytorch_model.bin through `torch.load(weights_only=True)` (no code runs)."""
     try:
-        import torch  # noqa: PLC0415 (optional: only for .bin files)
+        import torch  # noqa: PLC0415 (optional and heavy: only pytorch_model.bin files need it)
     except ImportError as error:
         raise ValueError(
             f"{path!r} is a PyTorch file: reading it needs torch (pip install torch). Or convert "
