@@ -1,5 +1,4 @@
-"""BERT checkpoints of other formats, read and written (BERT sec. 3,
-Appendix A: the released parameters).
+"""BERT checkpoints of other formats (the released parameters), read and written.
 
 Importing this package (which `import kzoo` does) registers each format
 with `kzoo.presets`, so `from_preset(path)` reads a checkpoint of any of them

@@ -1,6 +1,5 @@
 """Loading BERT checkpoints of other formats into kzoo objects: the one loop
-that reads the weight table forwards (BERT sec. 3.2: fine-tuning starts from
-the pre-trained parameters).
+that reads the weight table forwards.
 
 A format's reader (`kzoo.checkpoints.huggingface`, `.google`, `.keras_hub`)
 opens a checkpoint as a `CheckpointSource`; `load_from_source` builds the kzoo
@@ -29,7 +28,7 @@ READERS = {
 
 
 def open_source(path, format=None):
-    """Opens a checkpoint as a `CheckpointSource` (BERT sec. 3).
+    """Opens a checkpoint as a `CheckpointSource`.
 
     Args:
         path: str or os.PathLike. A checkpoint directory, .zip or `hf://` handle.
@@ -98,7 +97,7 @@ def load(cls, path, /, progress=False, **kwargs):
 
 def load_from_source(cls, source, /, progress=False, **kwargs):
     """`load` from an open `CheckpointSource` (see `open_source`), e.g. to
-    pick the class with `source_class` first (BERT sec. 3.2).
+    pick the class with `source_class` first.
 
     Args:
         cls: type. A kzoo BERT class.
@@ -146,7 +145,7 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
 def source_class(source):
     """The kzoo class that holds everything in `source`: the first BERT task
     whose heads it has (a `BertForPreTraining` checkpoint gives
-    `kzoo.BertPretrainer`, sec. 3.1), else `kzoo.BertBackbone`.
+    `kzoo.BertPretrainer`), else `kzoo.BertBackbone`.
 
     Args:
         source: CheckpointSource. The opened checkpoint.
@@ -210,8 +209,7 @@ def assign_weights(model, rows, source, progress=False):
     every variable assigned (so a bad checkpoint leaves `model` untouched).
 
     A shape mismatch raises a `ValueError` naming the tensor, the expected and
-    the found shape; a damaged file raises one from `source.read`. BERT sec. 3.2:
-    the pre-trained parameters, exactly.
+    the found shape; a damaged file raises one from `source.read`.
 
     Args:
         model: keras.Model. The kzoo model to fill.
@@ -264,8 +262,8 @@ def assign_weights(model, rows, source, progress=False):
 
 
 def tokenizer_from(source, overrides):
-    """A `kzoo.BertTokenizer` with the source's vocabulary and casing (BERT
-    sec. 3), `overrides` applied; unknown casing warns and assumes uncased.
+    """A `kzoo.BertTokenizer` with the source's vocabulary and casing,
+    `overrides` applied; unknown casing warns and assumes uncased.
 
     Args:
         source: CheckpointSource. The opened checkpoint.

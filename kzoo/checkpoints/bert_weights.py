@@ -1,5 +1,5 @@
 """BERT's weight table: every kzoo variable's name in each checkpoint format,
-and how the format lays out its array (BERT sec. 3, Appendix A).
+and how the format lays out its array.
 
 Each `Row` pairs a kzoo variable path with its Hugging Face, google-research
 and KerasHub names and a `Layout` (the rule that turns the source's array into
@@ -151,7 +151,7 @@ EMBEDDINGS = (
 
 
 def _encoder_layer_rows():
-    """Rows of one encoder layer (sec. 3: self-attention, then the GELU feed-forward)."""
+    """Rows of one encoder layer: self-attention, then the GELU feed-forward."""
     kzoo, hf, google, hub = (
         "transformer_layer_{i}/", "encoder.layer.{i}.", "bert/encoder/layer_{i}/", "transformer_layer_{i}/"
     )
@@ -233,7 +233,7 @@ NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
 
 @dataclasses.dataclass(frozen=True)
 class TaskHeads:
-    """What a kzoo BERT class holds beyond the encoder (BERT sec. 3.2, Figure 4).
+    """What a kzoo BERT class holds beyond the encoder.
 
     Attributes:
         heads: tuple of Head. The task's heads.
@@ -277,7 +277,7 @@ TASKS = {
 
 
 def encoder_rows(num_layers):
-    """The rows of BERT's encoder (sec. 3): embeddings, then every layer.
+    """The rows of BERT's encoder: embeddings, then every layer.
 
     Args:
         num_layers: int. The encoder's number of layers (L).

@@ -2,7 +2,7 @@
 
 SRC is a Hugging Face directory or `hf://owner/name`, a google-research
 directory or .zip, a KerasHub preset directory, or a kzoo preset directory.
-Everything SRC holds is carried over (BERT sec. 3, Appendix A): the encoder,
+Everything SRC holds is carried over: the encoder,
 the pre-training or fine-tuning heads it has (a `BertForPreTraining`
 checkpoint becomes a `kzoo.BertPretrainer`), and its tokenizer. DST is
 written as a kzoo preset directory (default) or a Hugging Face directory that
@@ -28,7 +28,7 @@ EXPORT_FORMATS = ("kzoo", "huggingface")
 
 def convert(source, destination, format="kzoo", progress=True):
     """Converts a BERT checkpoint into another format, heads and tokenizer
-    included (BERT sec. 3).
+    included.
 
     Args:
         source: str or os.PathLike. A checkpoint of any format `from_preset`

@@ -1,4 +1,4 @@
-"""Reading Hugging Face BERT directories (BERT sec. 3; the names of `modeling_bert.py`).
+"""Reading Hugging Face BERT directories (the names of `modeling_bert.py`).
 
 A directory holds `config.json` (`model_type: "bert"`), the weights as
 `model.safetensors` (read with the `safetensors` library) or
@@ -109,7 +109,7 @@ def download(handle):
 
 
 def open_huggingface(path):
-    """Opens a Hugging Face BERT directory or `hf://` handle (BERT sec. 3).
+    """Opens a Hugging Face BERT directory or `hf://` handle.
 
     Args:
         path: str or os.PathLike. The directory, or `hf://owner/name`.
@@ -211,7 +211,7 @@ def _head_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
-    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None (BERT sec. 3).
+    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None.
 
     Args:
         directory: str. The checkpoint directory.

@@ -1,5 +1,5 @@
 """Exporting kzoo BERT models as Hugging Face directories: the weight table
-read backwards (BERT sec. 3; the names of `modeling_bert.py`).
+read backwards (the names of `modeling_bert.py`).
 
 `save_huggingface` writes `config.json`, `model.safetensors` and, with a
 tokenizer, `vocab.txt` + `tokenizer_config.json`; `transformers` loads the
@@ -34,7 +34,7 @@ def save_huggingface(model, path, tokenizer=None, progress=False):
     `tokenizer_config.json` for its tokenizer (the task's, or `tokenizer`).
     `transformers.BertModel.from_pretrained(path)` loads it, and the class
     with the same heads (`BertForPreTraining` for a `kzoo.BertPretrainer`, ...)
-    loads the heads too (BERT sec. 3, Appendix A).
+    loads the heads too.
 
     Args:
         model: keras.Model. A `kzoo.BertBackbone` or a kzoo BERT task.
@@ -80,7 +80,7 @@ def save_huggingface(model, path, tokenizer=None, progress=False):
 
 def config_from(model, backbone, task, tokenizer):
     """The Hugging Face `config.json` of a kzoo model (the inverse of
-    `huggingface.backbone_config`; BERT sec. 3's L, H, A as `num_hidden_layers`, ...).
+    `huggingface.backbone_config`; BERT's L, H, A as `num_hidden_layers`, ...).
 
     Args:
         model: keras.Model. The backbone or task exported.
@@ -131,8 +131,7 @@ def config_from(model, backbone, task, tokenizer):
 
 def write_directory(path, config, tensors, tokenizer):
     """Writes config.json, model.safetensors and the tokenizer files, after
-    checking the directory holds nothing else (BERT sec. 3 parameters, as
-    `transformers` reads them).
+    checking the directory holds nothing else (as `transformers` reads them).
 
     Args:
         path: str or os.PathLike. The directory.
