@@ -25,6 +25,8 @@ Public API:
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations by name; every model's
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
+- `kzoo.checkpoints`: BERT checkpoints of Hugging Face, google-research and
+  KerasHub, registered with `kzoo.presets` so `from_preset` reads them.
 """
 
 # First: TensorFlow's logging, devices and the backend's threads are set up
@@ -33,7 +35,7 @@ from kzoo.backend import set_up_process as _set_up_process
 
 _set_up_process()
 
-from kzoo import data, distribution, layers  # noqa: E402
+from kzoo import checkpoints, data, distribution, layers  # noqa: E402
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
@@ -70,8 +72,7 @@ from kzoo.models.transformer import (
     transformer_optimizer,
 )
 from kzoo.presets import list_presets
-
-__version__ = "0.1.0"
+from kzoo.version import __version__
 
 __all__ = [
     "BertAdamW",

@@ -3,7 +3,7 @@
 A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
 `bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
 variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
-the table in `kzoo.models.bert.bert_checkpoints`) and `vocab.txt`. Fine-tuned
+the table in `kzoo.checkpoints.bert_weights`) and `vocab.txt`. Fine-tuned
 checkpoints from `run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add
 `output_weights` or `cls/squad/output_weights`.
 
@@ -22,15 +22,46 @@ import zipfile
 import tensorflow as tf
 
 from kzoo.checkpoints.huggingface import backbone_config as huggingface_backbone_config
-from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
+from kzoo.checkpoints.source import CheckpointSource, local_path, read_json
 
 CONFIG_FILE = "bert_config.json"
 VOCABULARY_FILE = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
 
 
+def detect(path):
+    """Whether `path` is a google-research BERT release: a .zip file, or a
+    directory with `bert_config.json`.
+
+    Args:
+        path: str or os.PathLike. What `from_preset` was given.
+
+    Returns:
+        True for a google-research release.
+
+    Example:
+
+    >>> import tempfile
+    >>> detect(tempfile.mkdtemp()), detect("hf://google-bert/bert-base-uncased")
+    (False, False)
+    """
+    location = local_path(path)
+    if location is None:
+        return False
+    if os.path.isfile(location):
+        return location.lower().endswith(".zip") or zipfile.is_zipfile(location)
+    return os.path.isfile(os.path.join(location, CONFIG_FILE))
+
+
 def open_google(path):
-    """A `CheckpointSource` for a google-research BERT directory or .zip.
+    """Opens a google-research BERT release.
+
+    Args:
+        path: str or os.PathLike. A release directory, or its .zip (unzipped
+            into a temporary directory that lives as long as the source).
+
+    Returns:
+        A `CheckpointSource` of format "google".
 
     Example (a one-layer checkpoint written here with TensorFlow):
 
@@ -73,6 +104,15 @@ def backbone_config(config, location):
     `BertConfig`, whose fields Hugging Face's kept; LayerNorm epsilon 1e-12
     is fixed in its `modeling.py`, 16 segment types by default).
 
+    Args:
+        config: dict. The contents of `bert_config.json`.
+        location: str. The file, for error messages.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
+
     >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
     1e-12
     """
@@ -81,7 +121,16 @@ def backbone_config(config, location):
 
 
 def lowercase_from_name(path):
-    """True for `uncased` in the release's name, False for `cased`, None if neither.
+    """Whether a release lower-cases its text, read from its name
+    (`bert_config.json` does not say).
+
+    Args:
+        path: str. The release's directory or .zip.
+
+    Returns:
+        True for `uncased` in the name, False for `cased`, None if neither.
+
+    Example:
 
     >>> [lowercase_from_name(p) for p in ("uncased_L-12_H-768_A-12.zip", "/x/cased_L-12", "/x/bert")]
     [True, False, None]

@@ -1,4 +1,4 @@
-"""Hugging Face BERT directories, read and written (the names of `modeling_bert.py`).
+"""Reading Hugging Face BERT directories (the names of `modeling_bert.py`).
 
 A directory holds `config.json` (`model_type: "bert"`), the weights as
 `model.safetensors` (read with the `safetensors` library) or
@@ -6,16 +6,20 @@ A directory holds `config.json` (`model_type: "bert"`), the weights as
 tokenizer as `vocab.txt` and/or `tokenizer.json` with `tokenizer_config.json`.
 `hf://owner/name` handles are downloaded with `huggingface_hub`.
 
-Tensor names are those of the table in `kzoo.models.bert.bert_checkpoints`
+Tensor names are those of the table in `kzoo.checkpoints.bert_weights`
 without the `bert.` prefix that task classes add; old checkpoints'
-`LayerNorm.gamma`/`beta` are read as `weight`/`bias`.
+`LayerNorm.gamma`/`beta` are read as `weight`/`bias`. Writing is
+`kzoo.checkpoints.huggingface_export`.
 """
 
 import json
 import os
 
-from kzoo.models.bert.bert_checkpoints import HF_PREFIX, CheckpointSource, read_json
+import safetensors
 
+from kzoo.checkpoints.source import CheckpointSource, local_path, main_json, read_json
+
+HF_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
@@ -38,11 +42,44 @@ ACTIVATIONS = {
     "gelu_pytorch_tanh": "gelu_approximate",
     "relu": "relu",
 }
-EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
+
+
+def detect(path):
+    """Whether `path` is a Hugging Face BERT checkpoint: an `hf://` handle, or
+    a directory whose `config.json` has a `model_type` (or whose
+    `tokenizer.json` has a `model`), or that holds only `vocab.txt`.
+
+    Args:
+        path: str or os.PathLike. What `from_preset` was given.
+
+    Returns:
+        True for a Hugging Face checkpoint.
+
+    Example:
+
+    >>> import tempfile
+    >>> detect("hf://google-bert/bert-base-uncased"), detect(tempfile.mkdtemp())
+    (True, False)
+    """
+    if isinstance(path, str) and path.startswith(HF_PREFIX):
+        return True
+    config = main_json(path)
+    if config is None:
+        directory = local_path(path)
+        return directory is not None and os.path.isfile(os.path.join(directory, VOCABULARY_FILE))
+    return "model_type" in config or "model" in config
 
 
 def download(handle):
     """The local directory of `hf://owner/name`, fetched with `huggingface_hub`.
+
+    Args:
+        handle: str. `hf://owner/name`.
+
+    Returns:
+        The directory `huggingface_hub` downloaded the files into.
+
+    Example:
 
     >>> download("hf://")
     Traceback (most recent call last):
@@ -55,7 +92,7 @@ def download(handle):
             f"{handle!r} names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased."
         )
     try:
-        import huggingface_hub  # noqa: PLC0415 (optional)
+        import huggingface_hub  # noqa: PLC0415 (optional, not a kzoo dependency: only hf:// handles need it)
     except ImportError as error:
         raise ValueError(
             f"Loading {handle!r} needs huggingface_hub (pip install huggingface_hub), or download "
@@ -72,16 +109,21 @@ def download(handle):
 
 
 def open_huggingface(path):
-    """A `CheckpointSource` for a Hugging Face BERT directory or `hf://` handle.
+    """Opens a Hugging Face BERT directory or `hf://` handle.
+
+    Args:
+        path: str or os.PathLike. The directory, or `hf://owner/name`.
+
+    Returns:
+        A `CheckpointSource` of format "huggingface".
 
     Example:
 
     >>> import tempfile
     >>> from kzoo import BertBackbone
-    >>> from kzoo.models.bert.bert_checkpoints import save_huggingface
     >>> path = tempfile.mkdtemp()
-    >>> save_huggingface(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                               hidden_dim=8, intermediate_dim=16), path)
+    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...              intermediate_dim=16).save_to_preset(path, format="huggingface")
     >>> source = open_huggingface(path)
     >>> source.backbone_config["num_layers"], source.shapes["pooler.dense.weight"]
     (1, (8, 8))
@@ -108,6 +150,15 @@ def open_huggingface(path):
 def backbone_config(config, location):
     """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict
     (defaults as `transformers.BertConfig`), every field mapped exactly.
+
+    Args:
+        config: dict. The contents of `config.json`.
+        location: str. The file, for error messages.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
 
     >>> backbone_config({"model_type": "bert", "vocab_size": 99, "hidden_act": "gelu_new"}, "x")["activation"]
     'gelu_approximate'
@@ -162,6 +213,14 @@ def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
     `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None.
 
+    Args:
+        directory: str. The checkpoint directory.
+
+    Returns:
+        A dict of `kzoo.BertTokenizer` arguments, or None without a vocabulary.
+
+    Example:
+
     >>> import json, os, tempfile
     >>> directory = tempfile.mkdtemp()
     >>> with open(os.path.join(directory, "tokenizer.json"), "w") as f:
@@ -196,7 +255,7 @@ def tokenizer_config(directory):
 
 
 def _normalized(name):
-    """A tensor name as the table in `kzoo.models.bert.bert_checkpoints` writes it."""
+    """A tensor name as the table in `kzoo.checkpoints.bert_weights` writes it."""
     name = name[len("bert."):] if name.startswith("bert.") else name
     if "LayerNorm." in name:
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
@@ -220,8 +279,6 @@ def _weights(directory):
 def _safetensors(path):
     """The header checked against the file's length (a truncated download is
     caught here, before any tensor is read), then the tensors by name."""
-    import safetensors  # noqa: PLC0415 (a core dependency, imported where used)
-
     header = _safetensors_header(path)
     names = {_normalized(name): name for name in header if name != "__metadata__"}
     shapes = {name: tuple(header[original]["shape"]) for name, original in names.items()}
@@ -256,7 +313,7 @@ def _safetensors_header(path):
 def _pytorch(path):
     """pytorch_model.bin through `torch.load(weights_only=True)` (no code runs)."""
     try:
-        import torch  # noqa: PLC0415 (optional: only for .bin files)
+        import torch  # noqa: PLC0415 (optional and heavy: only pytorch_model.bin files need it)
     except ImportError as error:
         raise ValueError(
             f"{path!r} is a PyTorch file: reading it needs torch (pip install torch). Or convert "
@@ -271,96 +328,3 @@ def _pytorch(path):
         ) from error
     arrays = {_normalized(name): tensor.float().numpy() for name, tensor in state.items() if tensor.is_floating_point()}
     return {name: tuple(array.shape) for name, array in arrays.items()}, arrays.__getitem__
-
-
-# === Writing ===
-
-
-def config_from(model, backbone, task, tokenizer):
-    """The Hugging Face `config.json` of a kzoo model (the inverse of
-    `backbone_config`; BERT's L, H, A as `num_hidden_layers`, ...).
-
-    >>> from kzoo import BertBackbone
-    >>> from kzoo.models.bert.bert_checkpoints import TASKS
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                         intermediate_dim=16, activation="gelu_approximate")
-    >>> config_from(backbone, backbone, TASKS["BertBackbone"], None)["hidden_act"]
-    'gelu_new'
-    """
-    config = {
-        "architectures": [task.hf_architecture],
-        "model_type": "bert",
-        "vocab_size": backbone.vocabulary_size,
-        "hidden_size": backbone.hidden_dim,
-        "num_hidden_layers": backbone.num_layers,
-        "num_attention_heads": backbone.num_heads,
-        "intermediate_size": backbone.intermediate_dim,
-        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation],
-        "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.dropout,
-        "max_position_embeddings": backbone.max_sequence_length,
-        "type_vocab_size": backbone.num_segments,
-        "layer_norm_eps": backbone.layer_norm_epsilon,
-        "initializer_range": 0.02,
-        "pad_token_id": tokenizer.pad_token_id if tokenizer is not None else 0,
-        "position_embedding_type": "absolute",
-        "dtype": "float32",
-    }
-    num_classes = getattr(model, "num_classes", None)
-    if num_classes is not None:
-        tags = getattr(model, "tags", None) or [f"LABEL_{i}" for i in range(num_classes)]
-        config["id2label"] = dict(enumerate(tags))
-        config["label2id"] = {tag: i for i, tag in enumerate(tags)}
-        if num_classes == 1:
-            config["problem_type"] = "regression"
-    return config
-
-
-def write_directory(path, config, tensors, tokenizer):
-    """Writes config.json, model.safetensors and the tokenizer files, after
-    checking the directory holds nothing else (as `transformers` reads them).
-
-    >>> import os, tempfile, numpy as np
-    >>> directory = tempfile.mkdtemp()
-    >>> write_directory(directory, {"model_type": "bert"}, {"x": np.zeros(2, "float32")}, None)
-    >>> sorted(os.listdir(directory))
-    ['config.json', 'model.safetensors']
-    """
-    import safetensors.numpy  # noqa: PLC0415
-
-    directory = os.path.expanduser(os.fspath(path))
-    ours = {CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_CONFIG_FILE}
-    foreign = sorted(set(os.listdir(directory)) - ours) if os.path.isdir(directory) else []
-    if os.path.exists(directory) and not os.path.isdir(directory) or foreign:
-        raise ValueError(
-            f"Refusing to write a Hugging Face checkpoint to {directory!r}: it is a file or holds "
-            f"{foreign[:5]}. Export into a new or empty directory."
-        )
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    safetensors.numpy.save_file(tensors, os.path.join(directory, SAFETENSORS_FILE), metadata={"format": "pt"})
-    for name in (VOCABULARY_FILE, TOKENIZER_CONFIG_FILE):  # a stale tokenizer would not match
-        if os.path.isfile(os.path.join(directory, name)):
-            os.remove(os.path.join(directory, name))
-    if tokenizer is not None:
-        _write_tokenizer(tokenizer, directory, config["max_position_embeddings"])
-
-
-def _write_tokenizer(tokenizer, directory, max_length):
-    with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
-    settings = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": tokenizer.lowercase,
-        "strip_accents": tokenizer.strip_accents,
-        "tokenize_chinese_chars": True,
-        "unk_token": tokenizer.unknown_token,
-        "pad_token": "[PAD]",
-        "cls_token": "[CLS]",
-        "sep_token": "[SEP]",
-        "mask_token": "[MASK]",
-        "model_max_length": max_length,
-    }
-    with open(os.path.join(directory, TOKENIZER_CONFIG_FILE), "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=2)

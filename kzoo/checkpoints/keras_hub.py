@@ -5,7 +5,7 @@ The file layout is the one kzoo's own presets use (`config.json`,
 the classes, config fields and variable names are KerasHub's; its
 `config.json` names `keras_hub>BertBackbone`. KerasHub's own loader reads the
 weights (its `.weights.h5` paths follow its class structure), and
-the table in `kzoo.models.bert.bert_checkpoints` maps its variable paths to kzoo's.
+the table in `kzoo.checkpoints.bert_weights` maps its variable paths to kzoo's.
 
 Faithful to KerasHub: its encoder uses the tanh-approximate GELU (kzoo's
 `"gelu_approximate"`) with LayerNorm epsilon 1e-12, and its uncased tokenizer
@@ -19,15 +19,41 @@ import os
 
 import keras
 
-from kzoo.models.bert.bert_checkpoints import CheckpointSource, read_json
+from kzoo.checkpoints.source import CheckpointSource, main_json, read_json
 
 SUPPORTED_BACKBONES = ("keras_hub>BertBackbone",)
 SUPPORTED_TOKENIZERS = ("keras_hub>BertTokenizer",)
 VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
 
+def detect(path):
+    """Whether `path` is a KerasHub preset directory: its `config.json` (or
+    `tokenizer.json`) names a `keras_hub` class.
+
+    Args:
+        path: str or os.PathLike. What `from_preset` was given.
+
+    Returns:
+        True for a KerasHub preset.
+
+    Example:
+
+    >>> import tempfile
+    >>> detect(tempfile.mkdtemp())
+    False
+    """
+    config = main_json(path) or {}
+    return str(config.get("registered_name") or config.get("module") or "").startswith("keras_hub")
+
+
 def open_keras_hub(path):
-    """A `CheckpointSource` for a KerasHub BERT preset directory.
+    """Opens a KerasHub BERT preset directory.
+
+    Args:
+        path: str or os.PathLike. The preset directory.
+
+    Returns:
+        A `CheckpointSource` of format "keras_hub".
 
     Example:
 
@@ -56,6 +82,14 @@ def open_keras_hub(path):
 def backbone_config(config):
     """`kzoo.BertBackbone` arguments from KerasHub's `BertBackbone` config.
 
+    Args:
+        config: dict. The `config` of KerasHub's `config.json`.
+
+    Returns:
+        A dict of `kzoo.BertBackbone` arguments.
+
+    Example:
+
     >>> backbone_config({"vocabulary_size": 30, "num_layers": 1, "num_heads": 2,
     ...     "hidden_dim": 8, "intermediate_dim": 16, "dropout": 0.1,
     ...     "max_sequence_length": 16, "num_segments": 2})["layer_norm_epsilon"]
@@ -73,6 +107,14 @@ def backbone_config(config):
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
     (KerasHub keeps accents by default).
+
+    Args:
+        directory: str. The preset directory.
+
+    Returns:
+        A dict of `kzoo.BertTokenizer` arguments, or None without `tokenizer.json`.
+
+    Example:
 
     >>> import tempfile
     >>> tokenizer_config(tempfile.mkdtemp()) is None

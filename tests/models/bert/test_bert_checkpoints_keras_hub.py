@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kzoo
-from kzoo.models.bert import bert_checkpoints
+from kzoo.presets import detect_format
 from tests.models.bert import checkpoint_fixtures as fx
 
 TOLERANCE = 1e-4
@@ -50,9 +50,9 @@ def test_backbone_matches_keras_hub(preset):
 
 def test_preset_kinds_are_told_apart(preset, tmp_path):
     _, _, directory = preset
-    assert bert_checkpoints.detect_format(directory) == "keras_hub"
+    assert detect_format(directory) == "keras_hub"
     kzoo.BertBackbone.from_preset(directory).save_to_preset(tmp_path / "kzoo")
-    assert bert_checkpoints.detect_format(tmp_path / "kzoo") == "kzoo"
+    assert detect_format(tmp_path / "kzoo") == "kzoo"
 
 
 @pytest.mark.backend_independent

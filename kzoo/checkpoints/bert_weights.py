@@ -1,0 +1,320 @@
+"""BERT's weight table: every kzoo variable's name in each checkpoint format,
+and how the format lays out its array.
+
+Each `Row` pairs a kzoo variable path with its Hugging Face, google-research
+and KerasHub names and a `Layout` (the rule that turns the source's array into
+kzoo's). `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the layer), `POOLER` and the
+heads of each task class in `TASKS` make the whole table;
+`kzoo.checkpoints.bert_loading` reads it forwards (checkpoint -> kzoo),
+`kzoo.checkpoints.huggingface_export` backwards (kzoo -> Hugging Face). This
+module is data: it imports no model and reads no file.
+"""
+
+import dataclasses
+
+import numpy as np
+
+# === Layouts: how a kzoo variable is stored elsewhere ===
+
+
+def _same(shape):
+    return shape
+
+
+def _merge_heads_out(shape):
+    """(H, A, H/A) -> (H, H) for the Q/K/V kernels; (A, H/A) -> (H,) for their biases."""
+    return shape[:-2] + (shape[-2] * shape[-1],)
+
+
+def _merge_heads_in(shape):
+    """(A, H/A, H) -> (H, H): the attention output kernel."""
+    return (shape[0] * shape[1],) + shape[2:]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a checkpoint format stores a kzoo variable.
+
+    KerasHub stores kzoo's own shapes; Hugging Face and google-research store
+    a matrix, some of them transposed.
+
+    Attributes:
+        matrix_shape: callable. Maps kzoo's shape to the TensorFlow-style
+            `(in, out)` matrix (attention heads merged). Defaults to the
+            shape itself.
+        transposed_in: frozenset of str. The formats that store that matrix
+            as `(out, in)` (PyTorch's `nn.Linear`; google-research's
+            `output_weights`). Defaults to none.
+
+    Example:
+
+    >>> HEADS_KERNEL.source_shape((32, 2, 16), "huggingface")
+    (32, 32)
+    >>> OUTPUT_WEIGHTS.source_shape((32, 2), "google")
+    (2, 32)
+    """
+
+    matrix_shape: object = _same
+    transposed_in: frozenset = frozenset()
+
+    def source_shape(self, shape, format):
+        """The shape a `format` file holds for a kzoo variable of `shape` (a tuple)."""
+        if format == "keras_hub":
+            return tuple(shape)
+        matrix = self.matrix_shape(tuple(shape))
+        return matrix[::-1] if format in self.transposed_in else matrix
+
+    def to_kzoo(self, array, shape, format):
+        """The `format` source's `array` (np.ndarray) as kzoo's variable value of `shape`."""
+        return np.reshape(array.T if format in self.transposed_in else array, shape)
+
+    def from_kzoo(self, value, format):
+        """kzoo's `value` (np.ndarray) as a `format` file stores it (contiguous)."""
+        matrix = np.reshape(value, self.matrix_shape(tuple(value.shape)))
+        return np.ascontiguousarray(matrix.T if format in self.transposed_in else matrix)
+
+
+TORCH = frozenset({"huggingface"})
+VECTOR = Layout()  # embeddings, biases, LayerNorm gamma/beta: stored alike everywhere
+KERNEL = Layout(transposed_in=TORCH)  # a Dense kernel (in, out); nn.Linear stores (out, in)
+HEADS_KERNEL = Layout(_merge_heads_out, TORCH)  # Q/K/V kernels (H, A, H/A)
+HEADS_BIAS = Layout(_merge_heads_out)  # Q/K/V biases (A, H/A)
+HEADS_OUTPUT = Layout(_merge_heads_in, TORCH)  # attention output kernel (A, H/A, H)
+OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # heads' `output_weights` (out, in)
+
+
+# === The table ===
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One tensor of the table. `{i}` in a name stands for the encoder layer.
+
+    Attributes:
+        kzoo: str. The kzoo variable path (`variable.path`).
+        huggingface: str. The Hugging Face tensor name (without the `bert.`
+            prefix of task classes).
+        google: str or None. The google-research variable name; None where
+            the format has no such tensor.
+        keras_hub: str or None. The KerasHub variable path; None likewise.
+        layout: Layout. How the formats store the array.
+
+    Example:
+
+    >>> POOLER[0].name("google")
+    'bert/pooler/dense/kernel'
+    """
+
+    kzoo: str
+    huggingface: str
+    google: str
+    keras_hub: str
+    layout: Layout
+
+    def name(self, format):
+        """The tensor's name in `format` (a str: "huggingface", "google", "keras_hub")."""
+        return getattr(self, format)
+
+
+DENSE = {"kernel": KERNEL, "bias": VECTOR}
+LAYER_NORM = {"gamma": VECTOR, "beta": VECTOR}
+_HUGGINGFACE_PARAMETER = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
+
+
+def _layer(kzoo, huggingface, google, keras_hub, **layouts):
+    """The rows of one layer's parameters (`**DENSE`, `**LAYER_NORM`, or their
+    layouts by name): kzoo, google-research and KerasHub name them alike
+    (`.../kernel`, `.../gamma`), Hugging Face as PyTorch does (`....weight`).
+    `google` / `keras_hub` None: the format has no such layer.
+
+    >>> [row.huggingface for row in _layer("pooled_dense", "pooler.dense", None, None, **DENSE)]
+    ['pooler.dense.weight', 'pooler.dense.bias']
+    """
+    return tuple(
+        Row(f"{kzoo}/{name}", f"{huggingface}.{_HUGGINGFACE_PARAMETER[name]}",
+            None if google is None else f"{google}/{name}",
+            None if keras_hub is None else f"{keras_hub}/{name}", layout)
+        for name, layout in layouts.items()
+    )
+
+
+EMBEDDINGS = (
+    Row("token_embedding/embeddings", "embeddings.word_embeddings.weight",
+        "bert/embeddings/word_embeddings", "token_embedding/embeddings", VECTOR),
+    Row("position_embedding/embeddings", "embeddings.position_embeddings.weight",
+        "bert/embeddings/position_embeddings", "position_embedding/embeddings", VECTOR),
+    Row("segment_embedding/embeddings", "embeddings.token_type_embeddings.weight",
+        "bert/embeddings/token_type_embeddings", "segment_embedding/embeddings", VECTOR),
+    *_layer("embeddings_layer_norm", "embeddings.LayerNorm", "bert/embeddings/LayerNorm",
+            "embeddings_layer_norm", **LAYER_NORM),
+)
+
+
+def _encoder_layer_rows():
+    """Rows of one encoder layer: self-attention, then the GELU feed-forward."""
+    kzoo, hf, google, hub = (
+        "transformer_layer_{i}/", "encoder.layer.{i}.", "bert/encoder/layer_{i}/", "transformer_layer_{i}/"
+    )
+    rows = ()
+    for part in ("query", "key", "value"):
+        rows += _layer(f"{kzoo}self_attention/{part}", f"{hf}attention.self.{part}",
+                       f"{google}attention/self/{part}", f"{hub}self_attention_layer/{part}",
+                       kernel=HEADS_KERNEL, bias=HEADS_BIAS)
+    return rows + (
+        *_layer(f"{kzoo}self_attention/attention_output", f"{hf}attention.output.dense",
+                f"{google}attention/output/dense", f"{hub}self_attention_layer/attention_output",
+                kernel=HEADS_OUTPUT, bias=VECTOR),
+        *_layer(f"{kzoo}self_attention_layer_norm", f"{hf}attention.output.LayerNorm",
+                f"{google}attention/output/LayerNorm", f"{hub}self_attention_layer_norm", **LAYER_NORM),
+        *_layer(f"{kzoo}feed_forward/intermediate_dense", f"{hf}intermediate.dense",
+                f"{google}intermediate/dense", f"{hub}feedforward_intermediate_dense", **DENSE),
+        *_layer(f"{kzoo}feed_forward/output_dense", f"{hf}output.dense",
+                f"{google}output/dense", f"{hub}feedforward_output_dense", **DENSE),
+        *_layer(f"{kzoo}feed_forward_layer_norm", f"{hf}output.LayerNorm",
+                f"{google}output/LayerNorm", f"{hub}feedforward_layer_norm", **LAYER_NORM),
+    )
+
+
+ENCODER_LAYER = _encoder_layer_rows()
+# tanh(W C + b) on the final [CLS] state (sec. 3, NSP and classification)
+POOLER = _layer("pooled_dense", "pooler.dense", "bert/pooler/dense", "pooled_dense", **DENSE)
+MASKED_LM_HEAD = (  # sec. 3.1 Task #1; the output projection is the tied word embedding
+    *_layer("mlm_head/transform_dense", "cls.predictions.transform.dense",
+            "cls/predictions/transform/dense", None, **DENSE),
+    *_layer("mlm_head/transform_layer_norm", "cls.predictions.transform.LayerNorm",
+            "cls/predictions/transform/LayerNorm", None, **LAYER_NORM),
+    Row("mlm_head/bias", "cls.predictions.bias", "cls/predictions/output_bias", None, VECTOR),
+)
+NEXT_SENTENCE_HEAD = (  # sec. 3.1 Task #2 (NSP)
+    Row("next_sentence_dense/kernel", "cls.seq_relationship.weight",
+        "cls/seq_relationship/output_weights", None, OUTPUT_WEIGHTS),
+    Row("next_sentence_dense/bias", "cls.seq_relationship.bias", "cls/seq_relationship/output_bias", None, VECTOR),
+)
+
+
+def _dense_head(kzoo, huggingface, google=None):
+    """A fine-tuning head (sec. 4, Figure 4): one Dense layer; google-research's
+    `run_classifier.py` / `run_squad.py` call it `output_weights`, `output_bias`."""
+    return (
+        Row(f"{kzoo}/kernel", f"{huggingface}.weight",
+            None if google is None else f"{google}output_weights", None, OUTPUT_WEIGHTS),
+        Row(f"{kzoo}/bias", f"{huggingface}.bias",
+            None if google is None else f"{google}output_bias", None, VECTOR),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """A task head's rows.
+
+    Attributes:
+        rows: tuple of Row. The head's tensors.
+        hf_architecture: str. The Hugging Face class that must have written
+            the head (`classifier` is the name of three different heads).
+            Defaults to `None`, any class.
+        pretrained: bool. Whether the head is part of pre-training (sec.
+            3.1), so expected in a pre-trained checkpoint (a missing one is
+            reported). Defaults to `False`.
+
+    Example:
+
+    >>> MLM.pretrained, MLM.rows[-1].google
+    (True, 'cls/predictions/output_bias')
+    """
+
+    rows: tuple
+    hf_architecture: str = None
+    pretrained: bool = False
+
+
+MLM = Head(MASKED_LM_HEAD, pretrained=True)
+NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskHeads:
+    """What a kzoo BERT class holds beyond the encoder.
+
+    Attributes:
+        heads: tuple of Head. The task's heads.
+        hf_architecture: str. The Hugging Face class with the same heads.
+        uses_pooler: bool. Whether the task reads the pooled `[CLS]` output.
+            Defaults to `True`.
+
+    Example:
+
+    >>> TASKS["BertQuestionAnswerer"].uses_pooler
+    False
+    """
+
+    heads: tuple
+    hf_architecture: str
+    uses_pooler: bool = True
+
+
+TASKS = {
+    "BertBackbone": TaskHeads((), "BertModel"),
+    "BertFeatureExtractor": TaskHeads((), "BertModel"),
+    "BertPretrainer": TaskHeads((MLM, NSP), "BertForPreTraining"),
+    "BertMaskedLM": TaskHeads((MLM,), "BertForMaskedLM", uses_pooler=False),
+    "BertClassifier": TaskHeads(
+        (Head(_dense_head("logits", "classifier", ""), "BertForSequenceClassification"),),
+        "BertForSequenceClassification",
+    ),
+    "BertTokenClassifier": TaskHeads(
+        (Head(_dense_head("logits", "classifier"), "BertForTokenClassification"),),
+        "BertForTokenClassification", uses_pooler=False,
+    ),
+    "BertQuestionAnswerer": TaskHeads(
+        (Head(_dense_head("span_logits", "qa_outputs", "cls/squad/")),),
+        "BertForQuestionAnswering", uses_pooler=False,
+    ),
+    "BertMultipleChoice": TaskHeads(
+        (Head(_dense_head("choice_score", "classifier"), "BertForMultipleChoice"),),
+        "BertForMultipleChoice",
+    ),
+}
+
+
+def encoder_rows(num_layers):
+    """The rows of BERT's encoder: embeddings, then every layer.
+
+    Args:
+        num_layers: int. The encoder's number of layers (L).
+
+    Returns:
+        A tuple of Row, `{i}` filled in.
+
+    Example:
+
+    >>> rows = encoder_rows(2)
+    >>> len(rows), rows[-1].huggingface
+    (37, 'encoder.layer.1.output.LayerNorm.bias')
+    """
+    layers = tuple(
+        dataclasses.replace(row, **{
+            field: getattr(row, field).format(i=i) for field in ("kzoo", "huggingface", "google", "keras_hub")
+        })
+        for i in range(num_layers)
+        for row in ENCODER_LAYER
+    )
+    return EMBEDDINGS + layers
+
+
+def task_for(cls):
+    """The `TASKS` entry of a kzoo BERT class or a subclass.
+
+    Args:
+        cls: type. A kzoo class.
+
+    Returns:
+        `(name, TaskHeads)` for the first BERT class in `cls.__mro__`; None
+        for other classes.
+
+    Example:
+
+    >>> from kzoo import BertClassifier
+    >>> task_for(BertClassifier)[1].hf_architecture
+    'BertForSequenceClassification'
+    """
+    return next(((c.__name__, TASKS[c.__name__]) for c in cls.__mro__ if c.__name__ in TASKS), None)

@@ -1,0 +1,69 @@
+"""Presets: the papers' configurations by name, preset directories, and the
+registry of formats `from_preset` reads and `save_to_preset` writes.
+
+Every kzoo class's `from_preset(preset, **kwargs)` is
+`kzoo.presets.load(cls, preset, **kwargs)`, and its
+`save_to_preset(path, format=...)` is `kzoo.presets.save(obj, path, format)`
+(or the `save_backbone` / `save_task` / `save_preprocessor` /
+`save_tokenizer` that check the object's role first).
+
+| module                        | what it holds                                                   |
+|-------------------------------|-----------------------------------------------------------------|
+| `kzoo.presets.entry`          | `load` and `save`: a name, a directory, or a registered format  |
+| `kzoo.presets.registry`       | `register_format`, `detect_format`, `get_format`                |
+| `kzoo.presets.builtin`        | built-in names and their JSON configs (`list_presets`, ...)     |
+| `kzoo.presets.directory`      | a preset directory's file names, and reading its JSON           |
+| `kzoo.presets.writing`        | writing preset directories (format "kzoo")                      |
+| `kzoo.presets.reading`        | reading preset directories (format "kzoo")                      |
+| `kzoo.presets.weights`        | weights files: saved without optimizer state, shapes checked    |
+| `kzoo.presets.arguments`      | constructor arguments: a task's, its backbone's, overrides      |
+
+This package imports no model and no checkpoint format: the formats in
+`kzoo.checkpoints` register themselves when `kzoo` is imported.
+"""
+
+from kzoo.presets.arguments import override_config, pop_backbone_kwargs, takes_argument
+from kzoo.presets.builtin import build_from_preset, get_preset, list_presets
+from kzoo.presets.entry import (
+    load,
+    save,
+    save_backbone,
+    save_preprocessor,
+    save_task,
+    save_tokenizer,
+)
+from kzoo.presets.reading import load_directory, load_task, saved_task_config
+from kzoo.presets.registry import (
+    detect_format,
+    format_names,
+    get_format,
+    register_format,
+    unregister_format,
+)
+
+# The name every `from_preset` calls until the base classes call `load`.
+from_preset_for = load
+
+__all__ = [
+    "build_from_preset",
+    "detect_format",
+    "format_names",
+    "from_preset_for",
+    "get_format",
+    "get_preset",
+    "list_presets",
+    "load",
+    "load_directory",
+    "load_task",
+    "override_config",
+    "pop_backbone_kwargs",
+    "register_format",
+    "save",
+    "save_backbone",
+    "save_preprocessor",
+    "save_task",
+    "save_tokenizer",
+    "saved_task_config",
+    "takes_argument",
+    "unregister_format",
+]
