@@ -8,6 +8,7 @@ presets' sizes and parameter counts in test_transformer_presets.py.
 
 import math
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -308,6 +309,24 @@ def test_training_lowers_the_loss_and_reaches_every_weight():
     assert history["loss"][-1] < history["loss"][0] - 0.5
     unchanged = [v.path for v, b in zip(model.trainable_variables, before) if np.array_equal(to_numpy(v), b)]
     assert not unchanged
+
+
+def test_fit_on_a_dataset_gives_no_shuffle_warning():
+    # Keras' default shuffle=True is ignored for a tf.data.Dataset, with a warning the
+    # caller never caused; Transformer.fit leaves it out for datasets.
+    import tensorflow as tf  # noqa: PLC0415 (the input pipeline; the model tests are backend-agnostic)
+
+    model = Transformer(**{**TINY, "num_layers": 1})
+    model.compile(**QUICK)
+    x = {"encoder_token_ids": SOURCE, "decoder_token_ids": TARGET}
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.roll(TARGET, -1, axis=1))).batch(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(dataset, epochs=1, verbose=0)
+        model.fit(dataset.repeat(), steps_per_epoch=1, verbose=0)
+    assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
+    with pytest.warns(UserWarning, match="shuffle=True"):  # asked for explicitly: Keras still says so
+        model.fit(dataset, shuffle=True, verbose=0)
 
 
 # 7. Errors --------------------------------------------------------------------------
