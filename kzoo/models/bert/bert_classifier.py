@@ -2,11 +2,15 @@
 
 import keras
 
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.task import Task
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertClassifier(BertTask):
+class BertClassifier(Task):
     """BERT with a classification layer on `[CLS]`: softmax(C W) (BERT sec. 4.1).
 
     "The only new parameters introduced during fine-tuning are classification
@@ -55,7 +59,8 @@ class BertClassifier(BertTask):
     (1, 2)
     """
 
-    head_arguments = ("num_classes", "dropout")
+    preprocessor_class = BertPreprocessor
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
@@ -66,7 +71,7 @@ class BertClassifier(BertTask):
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
-        inputs = backbone_inputs()
+        inputs = bert_inputs()
         pooled = backbone(inputs)["pooled_output"]  # (batch, H)
         outputs = float32_logits(head(head_dropout(pooled)))  # (batch, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)

@@ -3,12 +3,14 @@
 import keras
 import tensorflow as tf
 
-from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_preprocessor import check_room_for_pairs, truncate_and_pack
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertMultipleChoicePreprocessor(BertPreprocessor):
+class BertMultipleChoicePreprocessor(Preprocessor):
     """Packs a context with each of its candidate continuations (BERT sec. 4.4).
 
     "We construct four input sequences, each containing the concatenation of
@@ -39,6 +41,13 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
     [[[2, 5, 3, 6, 8, 3], [2, 5, 3, 7, 3, 0]]]
     """
 
+    tokenizer_class = BertTokenizer
+
+    def __init__(self, tokenizer, sequence_length=512):
+        check_room_for_pairs(sequence_length)
+        super().__init__(tokenizer)
+        self.sequence_length = int(sequence_length)
+
     @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, x, y=None, sample_weight=None):
         if not isinstance(x, tuple) or len(x) != 2:
@@ -56,7 +65,8 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
         num_choices = tf.shape(choices)[1]
         firsts = tf.repeat(contexts, num_choices)  # (batch * num_choices,)
         seconds = tf.reshape(choices, [-1])
-        packed = self._pack([self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)])
+        segments = [self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)]
+        packed = truncate_and_pack(segments, self.tokenizer, self.sequence_length)
         shape = [-1, num_choices, self.sequence_length]
         packed = {key: tf.reshape(value, shape) for key, value in packed.items()}
         return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)

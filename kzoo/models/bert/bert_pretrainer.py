@@ -24,18 +24,14 @@ Labels:
 | `next_sentence_label` | (batch,)   | 0 = IsNext, 1 = NotNext (BertPretrainer only)    |
 """
 
-import types
-
 import keras
 from keras import ops
 
-from kzoo import presets
-from kzoo.data import task_inputs
 from kzoo.distribution import replica_loss
-from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, encode
+from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
-from kzoo.models.bert.model_parts import ModelWithParts
+from kzoo.models.task import Task
 
 MASK_POSITIONS = "mask_positions"
 MLM_LABELS = ("mask_ids", "mask_weights")
@@ -49,295 +45,8 @@ def _keys(structure):
     return sorted(structure) if isinstance(structure, dict) else None
 
 
-class _BertPretrainingModel(ModelWithParts, keras.Model):
-    """Shared by `BertPretrainer` (with NSP) and `BertMaskedLM` (without)."""
-
-    with_next_sentence_prediction = False
-    config_parts = ("backbone", "tokenizer")
-
-    def __init__(self, backbone, tokenizer=None, **kwargs):
-        # === Layers ===
-        # Built before `keras.Model.__init__` (which needs the graph), then set
-        # as attributes afterwards (the order torch's module tracking needs).
-        layers = types.SimpleNamespace()
-        layers.mlm_head = BertMaskedLMHead(
-            token_embedding=backbone.token_embedding,  # tied: W_e^T (sec. 3.1)
-            activation=backbone.activation,
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
-            kernel_initializer=bert_initializer(),
-            dtype=backbone.dtype_policy,
-            name="mlm_head",
-        )
-        if self.with_next_sentence_prediction:
-            layers.next_sentence_dense = keras.layers.Dense(
-                2,
-                kernel_initializer=bert_initializer(),
-                dtype=backbone.dtype_policy,
-                name="next_sentence_dense",
-            )
-
-        # === Functional model ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in INPUT_NAMES + (MASK_POSITIONS,)
-        }
-        encoded = backbone({name: inputs[name] for name in INPUT_NAMES})
-        mlm_logits = layers.mlm_head(encoded["sequence_output"], inputs[MASK_POSITIONS])
-        outputs = {"mlm_logits": mlm_logits}
-        if self.with_next_sentence_prediction:
-            outputs["nsp_logits"] = layers.next_sentence_dense(encoded["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        self.backbone = backbone
-        self.tokenizer = tokenizer  # kept with the model: the pipeline's vocabulary
-        self.dtype_policy = backbone.dtype_policy  # mixed_float16: loss scaling in compile
-        for name, layer in vars(layers).items():
-            setattr(self, name, layer)
-
-        # === Metrics ===
-        tasks = ("mlm", "nsp") if self.with_next_sentence_prediction else ("mlm",)
-        self._task_metrics = [keras.metrics.Mean(name=f"{task}_loss") for task in tasks] + [
-            keras.metrics.SparseCategoricalAccuracy(name=f"{task}_accuracy") for task in tasks
-        ]
-
-    # --- Inputs -----------------------------------------------------------------
-
-    def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(self._complete_inputs(inputs), *args, **kwargs)
-
-    def call(self, inputs, training=None, mask=None):
-        # The functional graph (built in __init__) gives the structure, shapes
-        # and weights; running it would compute the last encoder layer at every
-        # position. The heads read only the masked positions and [CLS], so the
-        # last layer runs at those rows only (same outputs; for bert_small,
-        # about 1/7 less arithmetic per step). JAX's compiled steps reach
-        # `call` through `stateless_call`, so inputs are completed here too.
-        inputs = self._complete_inputs(inputs)
-        positions = inputs[MASK_POSITIONS]
-        check_mask_positions(positions, inputs["token_ids"].shape[1])
-        encoded = encode(
-            self.backbone,
-            {name: inputs[name] for name in INPUT_NAMES},
-            training=training,
-            output_positions=positions,
-        )
-        outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"])}
-        if self.with_next_sentence_prediction:
-            outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])
-        return outputs
-
-    def _complete_inputs(self, inputs):
-        self._check_feature_keys(inputs)
-        backbone_inputs = {k: inputs[k] for k in INPUT_NAMES if k in inputs}
-        completed = self.backbone._complete_inputs(backbone_inputs)  # defaults
-        return {**completed, MASK_POSITIONS: inputs[MASK_POSITIONS]}
-
-    def _check_feature_keys(self, features):
-        allowed = INPUT_NAMES + (MASK_POSITIONS,)
-        keys = _keys(features)
-        if keys is None or {"token_ids", MASK_POSITIONS} - set(keys) or set(keys) - set(allowed):
-            raise ValueError(
-                f"{type(self).__name__} takes a dict with keys {list(allowed)}; `token_ids` "
-                f"and `mask_positions` (batch, max_predictions_per_seq) are required. Got "
-                f"{keys if keys is not None else type(features).__name__}. Masked-LM "
-                "preprocessing (kzoo.data) produces `mask_positions`."
-            )
-
-    def _check_labels(self, labels):
-        nsp = self.with_next_sentence_prediction
-        required = MLM_LABELS + ((NSP_LABEL,) if nsp else ())
-        keys = _keys(labels)
-        if keys is None or set(required) - set(keys) or set(keys) - set(MLM_LABELS + (NSP_LABEL,)):
-            raise ValueError(
-                f"{type(self).__name__} needs labels as a dict with keys {list(required)}"
-                f"{'' if nsp else ' (next_sentence_label is ignored)'}; "
-                f"got {keys if keys is not None else type(labels).__name__}. Train on "
-                "(features, labels) pairs, e.g. a tf.data.Dataset of such tuples."
-            )
-
-    def _check_data(self, x, y):
-        """Checks the structure of `fit`/`evaluate` data before any step runs."""
-        spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
-        if spec is not None:
-            spec = spec if isinstance(spec, tuple) else (spec,)
-            x, y = spec[0], (spec[1] if len(spec) > 1 else None)
-        elif y is None and not isinstance(x, dict):
-            return  # generators and PyDatasets are checked at the first step
-        self._check_feature_keys(x)
-        self._check_labels(y)
-
-    def fit(self, x=None, y=None, *args, **kwargs):
-        self._check_data(x, y)
-        return super().fit(x, y, *args, **task_inputs.fit_keywords_for(x, args, kwargs))
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        self._check_data(x, y)
-        return super().evaluate(x, y, *args, **kwargs)
-
-    # --- Loss and metrics -------------------------------------------------------
-
-    def task_losses(self, y, y_pred):
-        """`{"mlm_loss", "nsp_loss"}`: the weighted mean masked-LM cross-entropy
-        over the real predictions, sum(w * CE) / sum(w), and the mean NSP
-        cross-entropy (A.2), computed in float32. Under data parallelism on
-        TensorFlow or torch each replica normalises by its own predictions and
-        the engine averages the replicas' gradients, as the original BERT did
-        on TPU pods (per-core losses, `CrossShardOptimizer`); JAX computes the
-        global batch as one program. Both equal one device on the global batch
-        when the replicas hold equally many predictions (`kzoo.distribution`)."""
-        self._check_labels(y)
-        # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape
-        # add a shape assertion that XLA ignores, with a warning line per compile.
-        logits = ops.cast(y_pred["mlm_logits"], "float32")
-        logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
-        weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
-        mlm = ops.sparse_categorical_crossentropy(ops.reshape(y["mask_ids"], (-1,)), logits, from_logits=True)
-        losses = {"mlm_loss": ops.sum(mlm * weights) / ops.maximum(ops.sum(weights), _EPSILON)}
-        if self.with_next_sentence_prediction:
-            nsp = ops.sparse_categorical_crossentropy(
-                y[NSP_LABEL], ops.cast(y_pred["nsp_logits"], "float32"), from_logits=True
-            )
-            losses["nsp_loss"] = ops.mean(nsp)
-        return losses
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if sample_weight is not None:
-            raise ValueError(
-                f"{type(self).__name__} does not take `sample_weight`/`class_weight`: "
-                "weight masked-LM predictions with labels['mask_weights']."
-            )
-        # Under a tf.distribute strategy Keras sums the replicas' gradients: each
-        # replica contributes its share of the mean (Keras' TF trainer scales
-        # `self.losses` in `_aggregate_additional_loss` the same way).
-        total = replica_loss(sum(self.task_losses(y, y_pred).values()))
-        return total + sum(self._aggregate_additional_loss(loss) for loss in self.losses)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        batch_size = ops.shape(y_pred["mlm_logits"])[0]
-        for name, value in self.task_losses(y, y_pred).items():
-            self._metric(name).update_state(value, sample_weight=batch_size)
-        self._metric("mlm_accuracy").update_state(
-            y["mask_ids"], y_pred["mlm_logits"], sample_weight=y["mask_weights"]
-        )
-        if self.with_next_sentence_prediction:
-            self._metric("nsp_accuracy").update_state(y[NSP_LABEL], y_pred["nsp_logits"])
-        return self.get_metrics_result()
-
-    def _metric(self, name):
-        return next(m for m in self._task_metrics if m.name == name)
-
-    @property
-    def metrics(self):
-        tracker = [self._loss_tracker] if getattr(self, "_loss_tracker", None) else []
-        return tracker + list(getattr(self, "_task_metrics", []))
-
-    # --- Variables no loss reaches ----------------------------------------------
-
-    def _unused_variable_ids(self):
-        """Without NSP the pooler gets no gradient. Listing its variables as
-        non-trainable here keeps every backend alike: TensorFlow and torch would
-        warn "Gradients do not exist", and JAX (zero gradients) would apply
-        weight decay to them. The backbone itself is not changed."""
-        if self.with_next_sentence_prediction or not hasattr(self, "backbone"):
-            return set()
-        return {id(v) for v in self.backbone.pooled_dense.weights}
-
-    @property
-    def trainable_weights(self):
-        unused = self._unused_variable_ids()
-        return [v for v in super().trainable_weights if id(v) not in unused]
-
-    @property
-    def non_trainable_weights(self):
-        unused = self._unused_variable_ids() if self.trainable else set()
-        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
-
-    @property
-    def trainable_variables(self):
-        return self.trainable_weights
-
-    @property
-    def non_trainable_variables(self):
-        unused = self._unused_variable_ids() if self.trainable else set()
-        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
-
-    # --- Compilation -------------------------------------------------------------
-
-    def compile(self, optimizer=None, **kwargs):
-        """Compiles with BERT's optimizer and the pre-training loss (sec. 3.1, A.2).
-
-        `optimizer=None` gives `kzoo.bert_pretraining_optimizer()` with a
-        constant learning rate of 1e-4 (the number of steps is not known
-        here). For the paper's warmup and linear decay, pass
-        `optimizer=kzoo.bert_pretraining_optimizer(total_steps=...)`. The loss
-        and metrics are the model's own; `loss`/`metrics` arguments are refused.
-
-        Example:
-
-        >>> from kzoo import BertBackbone, bert_pretraining_optimizer
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
-        >>> model = BertMaskedLM(backbone)
-        >>> model.compile(optimizer=bert_pretraining_optimizer(total_steps=1000))
-        >>> type(model.optimizer).__name__
-        'BertAdamW'
-        """
-        given = sorted(k for k in _COMPILED_LOSS_ARGUMENTS if kwargs.get(k) is not None)
-        if given:
-            raise ValueError(
-                f"{type(self).__name__}.compile computes its own loss and metrics "
-                f"(mlm_loss, mlm_accuracy, ...); remove {given}."
-            )
-        kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILED_LOSS_ARGUMENTS}
-        if optimizer is None:
-            optimizer = bert_pretraining_optimizer()
-        super().compile(optimizer=optimizer, **kwargs)
-
-    # --- Presets -----------------------------------------------------------------
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """A built-in preset name (architecture, random weights, a warning;
-        `overrides` go to the backbone's config) or a preset directory written
-        by `save_to_preset` (the saved model, or a saved backbone with freshly
-        initialised heads), sec. 3.1; see `kzoo.list_presets("bert")`.
-
-        Example:
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore")
-        ...     model = BertPretrainer.from_preset("bert_tiny", max_sequence_length=128)
-        >>> model.backbone.num_layers, model.backbone.max_sequence_length
-        (2, 128)
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir, format="kzoo"):
-        """Writes a kzoo preset directory (KerasHub's layout): the backbone
-        alone (`config.json`, `model.weights.h5`) for fine-tuning (sec. 3.2),
-        and the whole model with its heads (`task.json`, `task.weights.h5`).
-        `format="huggingface"` writes a `BertForPreTraining` (`BertForMaskedLM`)
-        directory with the MLM (and NSP) heads and the tokenizer's vocabulary.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertBackbone
-        >>> model = BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1,
-        ...     num_heads=2, hidden_dim=8, intermediate_dim=16))
-        >>> path = tempfile.mkdtemp()
-        >>> model.save_to_preset(path)
-        >>> BertPretrainer.from_preset(path).count_params() == model.count_params()
-        True
-        >>> BertBackbone.from_preset(path).num_layers
-        1
-        >>> model.save_to_preset(tempfile.mkdtemp(), format="huggingface")
-        """
-        presets.save_task(self, preset_dir, format=format)
-
-
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPretrainer(_BertPretrainingModel):
+class BertPretrainer(Task):
     """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
 
     A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the
@@ -397,13 +106,249 @@ class BertPretrainer(_BertPretrainingModel):
     >>> history = model.fit(features, labels, epochs=1, verbose=0)
     >>> sorted(history.history)
     ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
+
+    `save_to_preset` writes the whole model (`task.json`, `task.weights.h5`)
+    and its backbone alone, which fine-tuning starts from (sec. 3.2):
+
+    >>> import tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> model.save_to_preset(path)
+    >>> BertPretrainer.from_preset(path).count_params() == model.count_params()
+    True
+    >>> BertBackbone.from_preset(path).num_layers
+    1
     """
 
     with_next_sentence_prediction = True
 
+    def __init__(self, backbone, tokenizer=None, **kwargs):
+        # === Layers ===
+        mlm_head = BertMaskedLMHead(
+            token_embedding=backbone.token_embedding,  # tied: W_e^T (sec. 3.1)
+            activation=backbone.activation,
+            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            kernel_initializer=bert_initializer(),
+            dtype=backbone.dtype_policy,
+            name="mlm_head",
+        )
+        next_sentence_dense = keras.layers.Dense(
+            2, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="next_sentence_dense"
+        )
+
+        # === Functional model ===
+        inputs = {**bert_inputs(), MASK_POSITIONS: keras.Input(shape=(None,), dtype="int32", name=MASK_POSITIONS)}
+        encoded = backbone({name: inputs[name] for name in INPUT_NAMES})
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs[MASK_POSITIONS])}
+        if self.with_next_sentence_prediction:
+            outputs["nsp_logits"] = next_sentence_dense(encoded["pooled_output"])
+        super().__init__(inputs, outputs, backbone=backbone, **kwargs)
+        self.tokenizer = tokenizer  # kept with the model: the pipeline's vocabulary
+        self.dtype_policy = backbone.dtype_policy  # mixed_float16: loss scaling in compile
+        self.mlm_head = mlm_head
+        if self.with_next_sentence_prediction:
+            self.next_sentence_dense = next_sentence_dense
+
+        # === Metrics ===
+        tasks = ("mlm", "nsp") if self.with_next_sentence_prediction else ("mlm",)
+        self._task_metrics = [keras.metrics.Mean(name=f"{task}_loss") for task in tasks] + [
+            keras.metrics.SparseCategoricalAccuracy(name=f"{task}_accuracy") for task in tasks
+        ]
+
+    # === Forward pass ===
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(self.complete_inputs(inputs), *args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None):
+        # The functional graph of `__init__` gives the structure, shapes and
+        # weights; running it would compute the last encoder layer at every
+        # position. The heads read only the masked positions and [CLS], so the
+        # last layer runs at those rows only (same outputs). JAX's compiled
+        # steps reach `call` through `stateless_call`, bypassing `__call__`.
+        inputs = self.complete_inputs(inputs)
+        positions = inputs[MASK_POSITIONS]
+        check_mask_positions(positions, inputs["token_ids"].shape[1])
+        embeddings = self.backbone.embed(inputs, training=training)
+        encoded = self.backbone.encode(
+            embeddings, inputs["padding_mask"], output_positions=positions, training=training
+        )
+        outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"])}  # (B, P, V)
+        if self.with_next_sentence_prediction:
+            outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])  # (B, 2)
+        return outputs
+
+    # === Data checks ===
+
+    def complete_inputs(self, inputs):
+        """`inputs` checked (`token_ids` and `mask_positions` required) and
+        completed with the backbone's defaults (`kzoo.models.Task.complete_inputs`)."""
+        self._check_feature_keys(inputs)
+        return super().complete_inputs(inputs)
+
+    def _check_feature_keys(self, features):
+        allowed = INPUT_NAMES + (MASK_POSITIONS,)
+        keys = _keys(features)
+        if keys is None or {"token_ids", MASK_POSITIONS} - set(keys) or set(keys) - set(allowed):
+            raise ValueError(
+                f"{type(self).__name__} takes a dict with keys {list(allowed)}; `token_ids` "
+                f"and `mask_positions` (batch, max_predictions_per_seq) are required. Got "
+                f"{keys if keys is not None else type(features).__name__}. Masked-LM "
+                "preprocessing (kzoo.data) produces `mask_positions`."
+            )
+
+    def _check_label_keys(self, labels):
+        nsp = self.with_next_sentence_prediction
+        required = MLM_LABELS + ((NSP_LABEL,) if nsp else ())
+        keys = _keys(labels)
+        if keys is None or set(required) - set(keys) or set(keys) - set(MLM_LABELS + (NSP_LABEL,)):
+            raise ValueError(
+                f"{type(self).__name__} needs labels as a dict with keys {list(required)}"
+                f"{'' if nsp else ' (next_sentence_label is ignored)'}; "
+                f"got {keys if keys is not None else type(labels).__name__}. Train on "
+                "(features, labels) pairs, e.g. a tf.data.Dataset of such tuples."
+            )
+
+    def _check_data(self, x, y):
+        """Checks the structure of `fit`/`evaluate` data before any step runs."""
+        spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
+        if spec is not None:
+            spec = spec if isinstance(spec, tuple) else (spec,)
+            x, y = spec[0], (spec[1] if len(spec) > 1 else None)
+        elif y is None and not isinstance(x, dict):
+            return  # generators and PyDatasets are checked at the first step
+        self._check_feature_keys(x)
+        self._check_label_keys(y)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        self._check_data(x, y)
+        return super().fit(x, y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        self._check_data(x, y)
+        return super().evaluate(x, y, *args, **kwargs)
+
+    # === Loss and metrics ===
+
+    def task_losses(self, y, y_pred):
+        """`{"mlm_loss", "nsp_loss"}`: the weighted mean masked-LM cross-entropy
+        over the real predictions, sum(w * CE) / sum(w), and the mean NSP
+        cross-entropy (A.2), computed in float32. Under data parallelism on
+        TensorFlow or torch each replica normalises by its own predictions and
+        the engine averages the replicas' gradients, as the original BERT did
+        on TPU pods (per-core losses, `CrossShardOptimizer`); JAX computes the
+        global batch as one program. Both equal one device on the global batch
+        when the replicas hold equally many predictions (`kzoo.distribution`)."""
+        self._check_label_keys(y)
+        # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape
+        # add a shape assertion that XLA ignores, with a warning line per compile.
+        logits = ops.cast(y_pred["mlm_logits"], "float32")
+        logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
+        weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
+        mlm = ops.sparse_categorical_crossentropy(ops.reshape(y["mask_ids"], (-1,)), logits, from_logits=True)
+        losses = {"mlm_loss": ops.sum(mlm * weights) / ops.maximum(ops.sum(weights), _EPSILON)}
+        if self.with_next_sentence_prediction:
+            nsp = ops.sparse_categorical_crossentropy(
+                y[NSP_LABEL], ops.cast(y_pred["nsp_logits"], "float32"), from_logits=True
+            )
+            losses["nsp_loss"] = ops.mean(nsp)
+        return losses
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if sample_weight is not None:
+            raise ValueError(
+                f"{type(self).__name__} does not take `sample_weight`/`class_weight`: "
+                "weight masked-LM predictions with labels['mask_weights']."
+            )
+        # Under a tf.distribute strategy Keras sums the replicas' gradients: each
+        # replica contributes its share of the mean (Keras' TF trainer scales
+        # `self.losses` in `_aggregate_additional_loss` the same way).
+        total = replica_loss(sum(self.task_losses(y, y_pred).values()))
+        return total + sum(self._aggregate_additional_loss(loss) for loss in self.losses)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        batch_size = ops.shape(y_pred["mlm_logits"])[0]
+        for name, value in self.task_losses(y, y_pred).items():
+            self._metric(name).update_state(value, sample_weight=batch_size)
+        self._metric("mlm_accuracy").update_state(
+            y["mask_ids"], y_pred["mlm_logits"], sample_weight=y["mask_weights"]
+        )
+        if self.with_next_sentence_prediction:
+            self._metric("nsp_accuracy").update_state(y[NSP_LABEL], y_pred["nsp_logits"])
+        return self.get_metrics_result()
+
+    def _metric(self, name):
+        return next(m for m in self._task_metrics if m.name == name)
+
+    @property
+    def metrics(self):
+        tracker = [self._loss_tracker] if getattr(self, "_loss_tracker", None) else []
+        return tracker + list(getattr(self, "_task_metrics", []))
+
+    # === Variables no loss reaches ===
+
+    def _unused_variable_ids(self):
+        """Without NSP the pooler gets no gradient. Listing its variables as
+        non-trainable here keeps every backend alike: TensorFlow and torch would
+        warn "Gradients do not exist", and JAX (zero gradients) would apply
+        weight decay to them. The backbone itself is not changed."""
+        if self.with_next_sentence_prediction or not hasattr(self, "backbone"):
+            return set()
+        return {id(v) for v in self.backbone.pooled_dense.weights}
+
+    @property
+    def trainable_weights(self):
+        unused = self._unused_variable_ids()
+        return [v for v in super().trainable_weights if id(v) not in unused]
+
+    @property
+    def non_trainable_weights(self):
+        unused = self._unused_variable_ids() if self.trainable else set()
+        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
+
+    @property
+    def trainable_variables(self):
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self):
+        unused = self._unused_variable_ids() if self.trainable else set()
+        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
+
+    # === Compilation ===
+
+    def compile(self, optimizer=None, **kwargs):
+        """Compiles with BERT's optimizer and the pre-training loss (sec. 3.1, A.2).
+
+        `optimizer=None` gives `kzoo.bert_pretraining_optimizer()` with a
+        constant learning rate of 1e-4 (the number of steps is not known
+        here). For the paper's warmup and linear decay, pass
+        `optimizer=kzoo.bert_pretraining_optimizer(total_steps=...)`. The loss
+        and metrics are the model's own; `loss`/`metrics` arguments are refused.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, bert_pretraining_optimizer
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> model = BertMaskedLM(backbone)
+        >>> model.compile(optimizer=bert_pretraining_optimizer(total_steps=1000))
+        >>> type(model.optimizer).__name__
+        'BertAdamW'
+        """
+        given = sorted(k for k in _COMPILED_LOSS_ARGUMENTS if kwargs.get(k) is not None)
+        if given:
+            raise ValueError(
+                f"{type(self).__name__}.compile computes its own loss and metrics "
+                f"(mlm_loss, mlm_accuracy, ...); remove {given}."
+            )
+        kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILED_LOSS_ARGUMENTS}
+        # Always an optimizer given: no schedule guessed from the first `fit`,
+        # since pre-training runs in phases and resumes (`pretraining_phases`).
+        super().compile(optimizer=optimizer or bert_pretraining_optimizer(), loss=None, metrics=None, **kwargs)
+
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertMaskedLM(_BertPretrainingModel):
+class BertMaskedLM(BertPretrainer):
     """BERT pre-training with the masked LM only (BERT sec. 3.1; "No NSP", Table 5).
 
     `kzoo.BertPretrainer` without the next-sentence head: the loss is
@@ -441,3 +386,5 @@ class BertMaskedLM(_BertPretrainingModel):
     >>> list(outputs), tuple(outputs["mlm_logits"].shape)
     (['mlm_logits'], (1, 2, 50))
     """
+
+    with_next_sentence_prediction = False  # the only difference: a variant, not a level of code

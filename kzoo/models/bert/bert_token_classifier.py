@@ -4,12 +4,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_bio_tags import entity_f1
+from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_token_classifier_preprocessor import (
     IGNORED_LABEL,
     BertTokenClassifierPreprocessor,
 )
-from kzoo.models.bert.bio_tags import entity_f1
+from kzoo.models.task import Task
 
 OUTSIDE_TAG = "O"
 
@@ -55,7 +58,7 @@ class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifier(BertTask):
+class BertTokenClassifier(Task):
     """BERT with a classification layer on every token: softmax(T_i W), read at
     each word's first sub-token (BERT sec. 5.3).
 
@@ -115,7 +118,7 @@ class BertTokenClassifier(BertTask):
     """
 
     preprocessor_class = BertTokenClassifierPreprocessor
-    head_arguments = ("num_classes", "dropout", "tags")
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, tags=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
@@ -134,7 +137,7 @@ class BertTokenClassifier(BertTask):
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
-        inputs = backbone_inputs()
+        inputs = bert_inputs()
         sequence = backbone(inputs)["sequence_output"]  # (batch, seq, H)
         outputs = float32_logits(head(head_dropout(sequence)))  # (batch, seq, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)

@@ -9,11 +9,12 @@ eagerly, its outputs feed `kzoo.Transformer` on TensorFlow, JAX or PyTorch.
 import keras
 import tensorflow as tf
 
-from kzoo.preprocessor_parts import PreprocessorWithTokenizer
+from kzoo.models.preprocessor import Preprocessor
+from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class TransformerPreprocessor(PreprocessorWithTokenizer):
+class TransformerPreprocessor(Preprocessor):
     """Tokenizes translation pairs into the Transformer's inputs and labels (sec. 3, Figure 1).
 
     With `full = [BOS] + target ids + [EOS]`:
@@ -64,7 +65,7 @@ class TransformerPreprocessor(PreprocessorWithTokenizer):
     ([4, 5, 6, 3], [2, 6], [6, 3])
     """
 
-    config_fields = ("source_length", "target_length", "pad")
+    tokenizer_class = TransformerTokenizer
 
     def __init__(self, tokenizer, source_length=256, target_length=256, pad=True):
         if source_length < 2 or target_length < 1:
@@ -78,7 +79,7 @@ class TransformerPreprocessor(PreprocessorWithTokenizer):
                 f"TransformerPreprocessor needs a tokenizer with padding_id, start_id and end_id "
                 f"(a kzoo TransformerTokenizer); {type(tokenizer).__name__} lacks {missing}."
             )
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.source_length = int(source_length)
         self.target_length = int(target_length)
         self.pad = bool(pad)
