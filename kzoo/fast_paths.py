@@ -49,25 +49,25 @@ def xla_on_tensorflow():
     return os.environ.get(XLA_ON_TENSORFLOW_VARIABLE, "1") != "0"
 
 
-def auto_jit_compile(model):
+def auto_jit_compile(model, keras_choice):
     """What kzoo's `jit_compile="auto"` means for `model` (the default of
     `compile`, and what `predict`/`fit` use on a model never compiled): on
     TensorFlow with `xla_on_tensorflow()`, XLA wherever Keras could compile
-    (no `tf.distribute` strategy, every layer `supports_jit`); None elsewhere,
-    for Keras' own choice (XLA on JAX, eager torch). kzoo's base classes answer
-    Keras' `_resolve_auto_jit_compile` with it.
+    (no `tf.distribute` strategy, every layer `supports_jit`); elsewhere
+    `keras_choice()`, Keras' own (XLA on JAX, eager torch). kzoo's base
+    classes answer Keras' `_resolve_auto_jit_compile` with it.
 
     Example:
 
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> tensorflow = keras.backend.backend() == "tensorflow" and xla_on_tensorflow()
-    >>> auto_jit_compile(model) == (True if tensorflow else None)
+    >>> auto_jit_compile(model, lambda: "Keras' choice") == (True if tensorflow else "Keras' choice")
     True
     """
     tensorflow = keras.backend.backend() == "tensorflow"
     if tensorflow and xla_on_tensorflow() and not getattr(model, "_distribute_strategy", None):
         return all(layer.supports_jit for layer in model._flatten_layers())
-    return None
+    return keras_choice()
 
 
 def multi_tensor_base(optimizer_class):

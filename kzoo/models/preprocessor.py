@@ -23,10 +23,12 @@ class Preprocessor(keras.layers.Layer):
     A subclass sets `tokenizer_class` (the tokenizer it takes, so that a task
     can turn a bare tokenizer into its preprocessor), calls
     `super().__init__(tokenizer)` and stores its other constructor arguments
-    as attributes of the same name; it defines
-    `__call__(x, y=None, sample_weight=None)` with TensorFlow ops, returning
+    as attributes of the same name; it defines `call(x, y=None,
+    sample_weight=None)` with TensorFlow ops, returning
     `keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)` so that
-    `dataset.map(preprocessor)` works on `(x, y)` datasets.
+    `dataset.map(preprocessor)` works on `(x, y)` datasets. Calling the
+    preprocessor runs `call` as it is, on TensorFlow tensors, whatever the
+    Keras backend (`keras.layers.Layer.__call__` would convert them).
 
     The constructor arguments are the config (the tokenizer serialized), and
     `from_preset` / `save_to_preset` read and write `preprocessor.json`,
@@ -55,6 +57,10 @@ class Preprocessor(keras.layers.Layer):
         super().__init__()
         self.tokenizer = tokenizer
         self.built = True  # no variables
+
+    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
+    def __call__(self, *args, **kwargs):
+        return self.call(*args, **kwargs)
 
     # === Config ===
 

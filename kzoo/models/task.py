@@ -358,8 +358,7 @@ class Task(keras.Model):
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
-        choice = fast_paths.auto_jit_compile(self)
-        return super()._resolve_auto_jit_compile() if choice is None else choice
+        return fast_paths.auto_jit_compile(self, super()._resolve_auto_jit_compile)
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.

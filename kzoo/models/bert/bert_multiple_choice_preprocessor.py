@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from kzoo.models.bert.bert_preprocessor import check_room_for_pairs, truncate_and_pack
+from kzoo.models.bert.bert_preprocessor import pair_length, truncate_and_pack
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
 from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
@@ -44,12 +44,10 @@ class BertMultipleChoicePreprocessor(Preprocessor):
     tokenizer_class = BertTokenizer
 
     def __init__(self, tokenizer, sequence_length=512):
-        check_room_for_pairs(sequence_length)
         super().__init__(tokenizer)
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = pair_length(sequence_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         if not isinstance(x, tuple) or len(x) != 2:
             raise ValueError(
                 "BertMultipleChoicePreprocessor takes x = (contexts, choices): a batch of "

@@ -53,12 +53,10 @@ class BertPreprocessor(Preprocessor):
     tokenizer_class = BertTokenizer
 
     def __init__(self, tokenizer, sequence_length=512):
-        check_room_for_pairs(sequence_length)
         super().__init__(tokenizer)
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = pair_length(sequence_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         segments = x if isinstance(x, tuple) else (x,)
         if len(segments) not in (1, 2):
             raise ValueError(
@@ -68,19 +66,21 @@ class BertPreprocessor(Preprocessor):
         return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
 
 
-def check_room_for_pairs(sequence_length):
-    """A `ValueError` for a `sequence_length` with no room for a pair of
-    segments (BERT sec. 3: `[CLS] A [SEP] B [SEP]`).
+def pair_length(sequence_length):
+    """`sequence_length` as an int, or a `ValueError` when it leaves no room
+    for a pair of segments (BERT sec. 3: `[CLS] A [SEP] B [SEP]`).
 
     Example:
 
-    >>> check_room_for_pairs(8)
+    >>> pair_length(8.0)
+    8
     """
     if sequence_length < 3:
         raise ValueError(
             f"sequence_length={sequence_length} leaves no room for text: a pair "
             "needs [CLS], two [SEP] and at least one token each; use 8 or more."
         )
+    return int(sequence_length)
 
 
 def truncate_and_pack(segments, tokenizer, sequence_length):

@@ -130,8 +130,7 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
         self.document_stride = int(document_stride)
         self.max_question_length = int(max_question_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         questions, contexts = self._inputs(x)
         outputs, layout = self._windows(questions, contexts)
         features = {key: outputs[key] for key in FEATURES}

@@ -149,8 +149,7 @@ class BertTokenClassifierPreprocessor(Preprocessor):
         super().__init__(tokenizer)
         self.sequence_length = int(sequence_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         pieces = self._word_pieces(x)
         tokens = self._truncate(pieces.merge_dims(1, 2))
         features = pack_segments([tokens], self.tokenizer, self.sequence_length)

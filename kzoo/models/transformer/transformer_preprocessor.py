@@ -84,8 +84,7 @@ class TransformerPreprocessor(Preprocessor):
         self.target_length = int(target_length)
         self.pad = bool(pad)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, source, target=None):
+    def call(self, source, target=None):
         source_ids, scalar = self._tokenize(source)
         end = self._column(source_ids, self.tokenizer.end_id)
         encoder = tf.concat([source_ids[:, : self.source_length - 1], end], axis=1)
