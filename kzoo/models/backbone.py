@@ -1,6 +1,7 @@
 """The base class of kzoo's backbones: a network built from its hyper-parameters."""
 
 import keras
+import tensorflow as tf
 
 from kzoo import fast_paths, presets
 from kzoo.models import serialization
@@ -23,7 +24,8 @@ class Backbone(keras.Model):
     name, plus `name`, `trainable` and the dtype policy. `from_preset` and
     `save_to_preset` read and write preset directories (`config.json`,
     `model.weights.h5`, KerasHub's layout). `jit_compile="auto"` means XLA on
-    TensorFlow as on JAX (`kzoo.fast_paths.auto_jit_compile`).
+    TensorFlow as on JAX (`kzoo.fast_paths.auto_jit_compile`); `fit` on a
+    `tf.data.Dataset` leaves the shuffling to the dataset.
 
     Args:
         inputs: a `keras.Input` or a dict of them. The graph's inputs.
@@ -140,7 +142,16 @@ class Backbone(keras.Model):
         """
         presets.save_backbone(self, preset_dir, format=format)
 
-    # === Compilation ===
+    # === Training ===
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, **kwargs):
+        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
+        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
+        shuffle = shuffle and not isinstance(x, tf.data.Dataset)
+        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                           shuffle, **kwargs)
+
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.

@@ -95,6 +95,41 @@ class Preprocessor(keras.layers.Layer):
         """
         presets.save_preprocessor(self, preset_dir)
 
+    def check_fits(self, backbone):
+        """`ValueError`s when the tokenizer's vocabulary is not the backbone's
+        embedding table, or `sequence_length` (if any) exceeds its position table.
+
+        Args:
+            backbone: a `kzoo.models.Backbone` with `vocabulary_size` and
+                `max_sequence_length`.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, BertPreprocessor, BertTokenizer
+        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+        >>> backbone = BertBackbone(vocabulary_size=6, num_layers=1, num_heads=2, hidden_dim=8,
+        ...                         intermediate_dim=16, max_sequence_length=8)
+        >>> BertPreprocessor(tokenizer, sequence_length=16).check_fits(backbone)
+        Traceback (most recent call last):
+        ...
+        ValueError: The preprocessor packs 16 tokens but the backbone's position table has 8 rows. ...
+        """
+        vocabulary_size = self.tokenizer.vocabulary_size()
+        if vocabulary_size != backbone.vocabulary_size:
+            raise ValueError(
+                f"The tokenizer's vocabulary has {vocabulary_size} tokens but the backbone's "
+                f"embedding table has {backbone.vocabulary_size} rows: they belong to different "
+                "models (was the vocabulary file replaced?). Use the tokenizer the backbone was "
+                "pre-trained with, e.g. both from the same preset directory."
+            )
+        sequence_length = getattr(self, "sequence_length", 0)
+        if sequence_length > backbone.max_sequence_length:
+            raise ValueError(
+                f"The preprocessor packs {sequence_length} tokens but the backbone's "
+                f"position table has {backbone.max_sequence_length} rows. Pass "
+                f"sequence_length <= {backbone.max_sequence_length} to the preprocessor."
+            )
+
     # === Running ===
 
     def preprocess_in_memory(self, x, y=None, sample_weight=None):
@@ -132,7 +167,7 @@ class Preprocessor(keras.layers.Layer):
         return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
 
 
-# === Examples in memory ===
+# === Examples and labels ===
 
 
 def _to_tensor(value):
@@ -214,3 +249,48 @@ def split_rows(value, fraction):
         return None, None
     cut = int(num_rows(value) * (1.0 - fraction))
     return rows(value, 0, cut), rows(value, cut, None)
+
+
+def label_range(labels):
+    """`(lowest, highest)` of integer labels in memory (the first column of a
+    tuple), None when there are none; a `ValueError` for labels that are not
+    integers (class names, fractions).
+
+    Example:
+
+    >>> label_range([[0, 2], [1]])
+    (0, 2)
+    """
+    if labels is None:
+        return None
+    labels = to_tensors(labels)
+    first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
+    values = np.asarray(first.flat_values if isinstance(first, tf.RaggedTensor) else first)
+    if values.size == 0:
+        return None
+    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+        raise ValueError(
+            "Labels must be integer class ids; got values such as "
+            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+        )
+    return int(values.min()), int(values.max())
+
+
+def assert_in(labels, bounds, message):
+    """`labels` with TensorFlow assertions that each value (of the first column
+    of a tuple) lies in `[bounds[0], bounds[1])`, for `tf.data`: a bad batch
+    fails with `message` when it is reached.
+
+    Example:
+
+    >>> assert_in(tf.constant([0, 1]), (0, 2), "labels in [0, 1]").numpy().tolist()
+    [0, 1]
+    """
+    first = labels[0] if isinstance(labels, tuple) else labels
+    values = tf.cast(first.flat_values if isinstance(first, tf.RaggedTensor) else first, tf.int64)
+    checks = [
+        tf.debugging.assert_greater_equal(values, tf.cast(bounds[0], tf.int64), message=message),
+        tf.debugging.assert_less(values, tf.cast(bounds[1], tf.int64), message=message),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.nest.map_structure(tf.identity, labels)

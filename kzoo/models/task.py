@@ -2,13 +2,11 @@
 
 With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
-them). Text in memory is packed eagerly by `Preprocessor.preprocess_in_memory`;
-a dataset is mapped by the preprocessor inside `tf.data`. Both run TensorFlow
-on the CPU outside the compiled model, whose packed inputs then feed the model
-on whatever backend Keras runs. Packed inputs (a dict) go straight to the
-model. Integer labels are checked before the first step: in memory with a
-`ValueError`, in a dataset by assertions that fail its first bad batch with
-the same message.
+them), packed by TensorFlow on the CPU outside the compiled model: text in
+memory by `Preprocessor.preprocess_in_memory`, a dataset by `dataset.map`.
+Packed inputs (a dict) go straight to the model. Integer labels are checked
+before the first step: in memory with a `ValueError`, in a dataset by
+assertions that fail its first bad batch with the same message.
 """
 
 import math
@@ -22,7 +20,7 @@ import tensorflow as tf
 from kzoo import fast_paths, presets
 from kzoo.jax_state_recovery import keep_state_on_error
 from kzoo.models import serialization
-from kzoo.models.preprocessor import Preprocessor, split_rows, to_tensors
+from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
@@ -41,32 +39,36 @@ class Task(keras.Model):
     and `label_bounds(packed)` for the label checks.
 
     A task not compiled compiles itself with its recipe at its first `fit` or
-    `evaluate`, so `from_preset(...)` then `fit(...)` works; the default
-    optimizer's schedule is then set from the number of steps of that `fit`.
-    On JAX, a `fit`/`evaluate`/`predict` that raises leaves the model usable
-    (`kzoo.jax_state_recovery`). `jit_compile="auto"` means XLA on TensorFlow
+    `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
+    optimizer's schedule follows the number of steps of that `fit`. On JAX, a
+    `fit`/`evaluate`/`predict` that raises leaves the model usable
+    (`kzoo.jax_state_recovery`); `jit_compile="auto"` means XLA on TensorFlow
     as on JAX (`kzoo.fast_paths.auto_jit_compile`).
-
-    Checked at construction: the tokenizer's vocabulary has as many tokens as
-    the backbone's embedding table, and the preprocessor's `sequence_length`
-    fits the backbone's position table.
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
         outputs: a tensor or a dict of tensors. The graph's outputs.
-        backbone: a `kzoo.models.Backbone`, kept as `self.backbone`.
-        preprocessor: a `kzoo.models.Preprocessor`, its tokenizer, or None.
-            Kept (as a `preprocessor_class`) as `self.preprocessor`. Defaults to `None`.
+        backbone: `kzoo.models.Backbone`. The network, kept as `self.backbone`.
+        preprocessor: `kzoo.models.Preprocessor`, a tokenizer, or None. Kept,
+            as a `preprocessor_class`, as `self.preprocessor`. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Example (through a subclass):
 
-    >>> from kzoo import BertBackbone, BertClassifier
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> model = BertClassifier(backbone, num_classes=2)
+    >>> import tempfile
+    >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"])
+    >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, max_sequence_length=8)
+    >>> model = BertClassifier(backbone, num_classes=2, preprocessor=tokenizer)
     >>> isinstance(model, Task), sorted(model.get_config())
     (True, ['backbone', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
+    >>> model.predict(["good", "bad good"], verbose=0).shape  # raw text, packed by the preprocessor
+    (2, 2)
+    >>> path = tempfile.mkdtemp()
+    >>> model.save_to_preset(path)
+    >>> BertClassifier.from_preset(path, sequence_length=6).preprocessor.sequence_length
+    6
     """
 
     preprocessor_class = None
@@ -81,8 +83,8 @@ class Task(keras.Model):
     # === The recipe (overridden by subclasses) ===
 
     def default_optimizer(self, total_steps=None):
-        """The optimizer of `compile(optimizer=None)` (here Keras' default);
-        `total_steps`, known at the first `fit`, sets its schedule."""
+        """The optimizer of `compile(optimizer=None)` (here Keras' default),
+        scheduled over `total_steps` (known at the first `fit`) if not None."""
         return "rmsprop"
 
     def default_loss(self):
@@ -95,8 +97,7 @@ class Task(keras.Model):
 
     def label_bounds(self, packed):
         """`(low, high)`: integer labels must lie in `[low, high)`; None: not
-        checked. `packed` tells whether the labels go with packed inputs or
-        with raw text (before the preprocessor)."""
+        checked. `packed`: whether they go with packed inputs or raw text."""
         return None
 
     def _label_meaning(self):
@@ -106,7 +107,7 @@ class Task(keras.Model):
 
     @classmethod
     def preprocessor_for(cls, tokenizer, sequence_length):
-        """The task's preprocessor for `tokenizer`, packing `sequence_length` tokens."""
+        """A `preprocessor_class` for `tokenizer`, packing `sequence_length` tokens."""
         return cls.preprocessor_class(tokenizer, sequence_length=sequence_length)
 
     @classmethod
@@ -116,7 +117,7 @@ class Task(keras.Model):
         A tokenizer gets a preprocessor of `default_sequence_length` tokens
         (at most the backbone's position table); another preprocessor of the
         family (e.g. one saved with another task) keeps its tokenizer and
-        `sequence_length`.
+        `sequence_length`. Both must fit the backbone (`Preprocessor.check_fits`).
         """
         if preprocessor is None:
             return None
@@ -134,25 +135,12 @@ class Task(keras.Model):
                     f"tokenizer itself); got {type(preprocessor).__name__}."
                 )
             preprocessor = cls.preprocessor_for(preprocessor.tokenizer, preprocessor.sequence_length)
-        vocabulary_size = preprocessor.tokenizer.vocabulary_size()
-        if vocabulary_size != backbone.vocabulary_size:
-            raise ValueError(
-                f"The tokenizer's vocabulary has {vocabulary_size} tokens but the backbone's "
-                f"embedding table has {backbone.vocabulary_size} rows: they belong to different "
-                "models (was the vocabulary file replaced?). Use the tokenizer the backbone was "
-                "pre-trained with, e.g. both from the same preset directory."
-            )
-        if preprocessor.sequence_length > backbone.max_sequence_length:
-            raise ValueError(
-                f"The preprocessor packs {preprocessor.sequence_length} tokens but the backbone's "
-                f"position table has {backbone.max_sequence_length} rows. Pass "
-                f"sequence_length <= {backbone.max_sequence_length} to the preprocessor."
-            )
+        preprocessor.check_fits(backbone)
         return preprocessor
 
     def set_sequence_length(self, sequence_length):
-        """Packs text to `sequence_length` tokens from now on, within the
-        backbone's position table (a new `preprocessor_for` the same tokenizer)."""
+        """Packs text to `sequence_length` tokens from now on (a new
+        `preprocessor_for` the same tokenizer), within the position table."""
         if not 3 <= sequence_length <= self.backbone.max_sequence_length:
             raise ValueError(
                 f"sequence_length={sequence_length} must lie in [3, "
@@ -173,8 +161,8 @@ class Task(keras.Model):
     # === Data ===
 
     def complete_inputs(self, inputs):
-        """Packed `inputs` with the backbone's defaults filled in
-        (`backbone.complete_inputs`); the task's other inputs kept."""
+        """Packed `inputs` (a dict) with the backbone's defaults filled in by
+        `backbone.complete_inputs`; the task's own inputs kept."""
         names = set(self.backbone.input)
         completed = self.backbone.complete_inputs({k: v for k, v in inputs.items() if k in names})
         return {**inputs, **completed}
@@ -238,36 +226,14 @@ class Task(keras.Model):
     def _check_labels(self, labels, packed):
         """A `ValueError` for integer labels in memory outside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        if bounds is None or labels is None:
-            return
-        labels = to_tensors(labels)
-        first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
-        values = np.asarray(first.flat_values if isinstance(first, tf.RaggedTensor) else first)
-        if values.size == 0:
-            return
-        if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
-            raise ValueError(
-                "Labels must be integer class ids; got values such as "
-                f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
-            )
-        if values.min() < bounds[0] or values.max() >= bounds[1]:
-            raise ValueError(self._bounds_message(bounds) + f" Got labels from {values.min()} to {values.max()}.")
+        found = None if bounds is None else label_range(labels)
+        if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
+            raise ValueError(self._bounds_message(bounds) + f" Got labels from {found[0]} to {found[1]}.")
 
     def _assert_labels(self, labels, packed):
-        """`labels` with TensorFlow assertions of `label_bounds`, for `tf.data`:
-        a bad batch fails with the message of `_check_labels` when it is reached."""
+        """`labels` checked against `label_bounds` inside `tf.data` (same message)."""
         bounds = self.label_bounds(packed)
-        if bounds is None or labels is None:
-            return labels
-        first = labels[0] if isinstance(labels, tuple) else labels
-        values = tf.cast(first.flat_values if isinstance(first, tf.RaggedTensor) else first, tf.int64)
-        message = self._bounds_message(bounds)
-        checks = [
-            tf.debugging.assert_greater_equal(values, tf.cast(bounds[0], tf.int64), message=message),
-            tf.debugging.assert_less(values, tf.cast(bounds[1], tf.int64), message=message),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.nest.map_structure(tf.identity, labels)
+        return labels if bounds is None or labels is None else assert_in(labels, bounds, self._bounds_message(bounds))
 
     def _bounds_message(self, bounds):
         return (
@@ -284,9 +250,7 @@ class Task(keras.Model):
         if not self.compiled:
             self.compile()
         if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
-            (x, x_held_out), (y, y_held_out) = split_rows(to_tensors(x), validation_split), split_rows(
-                to_tensors(y), validation_split
-            )
+            (x, x_held_out), (y, y_held_out) = (split_rows(to_tensors(v), validation_split) for v in (x, y))
             validation_data, validation_split = (x_held_out, y_held_out), 0.0
         train = self._prepare(x, y, sample_weight, batch_size)
         if validation_data is not None:
@@ -320,10 +284,14 @@ class Task(keras.Model):
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
         """Compiles with the task's recipe unless told otherwise.
 
-        `optimizer=None` gives `default_optimizer()`; its schedule is set by
-        the first `fit` (epochs × batches per epoch; without those, the
-        optimizer as it is, with a warning). `loss="auto"` and
-        `metrics="auto"` are the task's own.
+        Args:
+            optimizer: a Keras optimizer or None. Defaults to `None`:
+                `default_optimizer()`, scheduled by the first `fit` over its
+                epochs × batches per epoch (unscheduled, with a warning, when
+                the data do not tell them).
+            loss: a Keras loss or `"auto"`, `default_loss()`. Defaults to `"auto"`.
+            metrics: Keras metrics or `"auto"`, `default_metrics()`. Defaults to `"auto"`.
+            **kwargs: other `keras.Model.compile` arguments (`jit_compile`, ...).
         """
         # A read-only mapping: Keras would track a dict and count its metrics twice.
         self._compile_arguments = types.MappingProxyType({
@@ -424,8 +392,8 @@ class Task(keras.Model):
     def save_to_preset(self, preset_dir, format="kzoo"):
         """Writes the task, its backbone and its preprocessor (or tokenizer)
         as a preset directory (KerasHub's layout), for `from_preset` on any
-        backend; `format="huggingface"` writes the Hugging Face class with the
-        same head (e.g. `BertForSequenceClassification` for a `kzoo.BertClassifier`).
+        backend; `format="huggingface"`, the Hugging Face class with the same
+        head (e.g. `BertForSequenceClassification` for a `kzoo.BertClassifier`).
 
         Args:
             preset_dir: str or `os.PathLike`. A new or empty directory, or a preset directory.

@@ -64,36 +64,48 @@ class BertBackbone(Backbone):
     | `intermediate_dim` | 4H (the FFN size)                 |
 
     Args:
-        vocabulary_size: WordPiece vocabulary size (30522 for uncased BERT).
-        num_layers: L.
-        num_heads: A.
-        hidden_dim: H.
-        intermediate_dim: FFN inner size, 4H in the paper.
-        dropout: dropout on embeddings, attention probabilities and sub-layer
-            outputs (0.1).
-        max_sequence_length: rows of the position table (512).
-        num_segments: rows of the segment table (2: sentences A and B).
-        activation: "gelu" (exact erf, as the released checkpoints) or
-            "gelu_approximate" (tanh).
-        layer_norm_epsilon: 1e-12 as in google-research/bert.
-        dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16").
+        vocabulary_size: int. The WordPiece vocabulary size (30522 for uncased BERT).
+        num_layers: int. L, the number of encoder layers.
+        num_heads: int. A, the number of attention heads.
+        hidden_dim: int. H, the size of every hidden state.
+        intermediate_dim: int. The feed-forward inner size, 4H in the paper.
+        dropout: float. Dropout on the embeddings, attention probabilities and
+            sub-layer outputs. Defaults to `0.1`.
+        max_sequence_length: int. The rows of the position table, the longest
+            input. Defaults to `512`.
+        num_segments: int. The rows of the segment table (sentences A and B).
+            Defaults to `2`.
+        activation: str. The feed-forward activation: `"gelu"` (exact erf, as
+            the released checkpoints) or `"gelu_approximate"` (tanh).
+            Defaults to `"gelu"`.
+        layer_norm_epsilon: float. The LayerNorm epsilon of google-research/bert.
+            Defaults to `1e-12`.
+        dtype: str or `keras.DTypePolicy`. The dtype policy (e.g.
+            `"mixed_bfloat16"`). Defaults to `None`, the global policy.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: a dict with `token_ids`, `segment_ids` (0 for A, 1 for B) and
-            `padding_mask` (1 for real tokens), each `(batch, sequence_length)`.
-            `segment_ids` defaults to zeros and `padding_mask` to ones; a bare
-            tensor is taken as `token_ids`.
-        return_hidden_states: add `hidden_states`, the list of L + 1
+        inputs: dict. `token_ids`, `segment_ids` (0 for A, 1 for B) and
+            `padding_mask` (1 for real tokens), each `(batch, sequence_length)`;
+            `segment_ids` defaults to zeros and `padding_mask` to ones, and a
+            bare tensor is taken as `token_ids` (`complete_inputs`).
+        training: bool. Whether dropout is active. Defaults to `None`.
+        return_hidden_states: bool. Add `hidden_states`, the L + 1
             `(batch, sequence_length, H)` tensors (embeddings output, then
             every layer's output), for feature extraction (sec. 5.3).
-        return_attention_scores: add `attention_scores`, the list of L
+            Defaults to `False`.
+        return_attention_scores: bool. Add `attention_scores`, the L
             `(batch, A, sequence_length, sequence_length)` probabilities.
-        training: whether dropout is active.
+            Defaults to `False`.
 
     Returns:
         A dict with `sequence_output` `(batch, sequence_length, H)` and
         `pooled_output` `(batch, H)`, plus what was asked for.
+
+    The forward pass is defined once, by `embed` and `encode`: `__init__`
+    builds the functional graph with them, and every other path (hidden
+    states, the pre-trainer's last layer at a few positions, the feature
+    extractor's graph) calls them.
 
     Token or segment ids outside their tables, and sequences longer than
     `max_sequence_length`, raise a `ValueError` on every backend.

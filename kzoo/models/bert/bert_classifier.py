@@ -29,16 +29,17 @@ class BertClassifier(Task):
     Spearman correlations on `predict`'s output over the whole set).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_classes: K, the number of labels (1 for regression).
-        preprocessor: optional `kzoo.BertPreprocessor` (or `kzoo.BertTokenizer`),
-            so that `fit`/`evaluate`/`predict` take raw text: a batch of
-            strings, or a tuple `(texts_a, texts_b)` for pairs.
-        dropout: dropout rate on C before the classification layer.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_classes: int. K, the number of labels (1 for regression).
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `fit`/`evaluate`/`predict` take raw text: a batch of
+            strings, or a tuple `(texts_a, texts_b)` for pairs. Defaults to `None`.
+        dropout: float. The dropout rate on C before the classification
+            layer. Defaults to `0.1`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:

@@ -73,14 +73,15 @@ class BertFeatureExtractor(Task):
     told otherwise: the feature-based approach does not fine-tune BERT.
 
     Args:
-        backbone: a `kzoo.BertBackbone` (at least 4 layers for the last-four rows).
-        strategy: one of the rows above.
-        preprocessor: optional `kzoo.BertPreprocessor` (or `kzoo.BertTokenizer`)
-            so that `predict` takes raw text.
+        backbone: `kzoo.BertBackbone`. The encoder (at least 4 layers for the
+            last-four rows), kept as `self.backbone`.
+        strategy: str. One of the rows above. Defaults to `"concat_last_four"`.
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `predict` takes raw text. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:

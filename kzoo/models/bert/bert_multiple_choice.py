@@ -35,16 +35,16 @@ class BertMultipleChoice(Task):
     sparse categorical cross-entropy over the choices and accuracy.
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_choices: the number of candidates per example (4 in SWAG).
-        preprocessor: optional `BertMultipleChoicePreprocessor` (a
-            `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is converted), so
-            `fit`/`predict` take `(contexts, choices)` raw strings.
-        dropout: dropout rate on C.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_choices: int. The number of candidates per example (4 in SWAG).
+        preprocessor: `BertMultipleChoicePreprocessor`, another BERT
+            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+            `fit`/`predict` take `(contexts, choices)` raw strings. Defaults to `None`.
+        dropout: float. The dropout rate on C. Defaults to `0.1`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, num_choices, sequence_length)`.
 
     Returns:

@@ -19,13 +19,15 @@ class BertMultipleChoicePreprocessor(Preprocessor):
     (`[CLS] A [SEP] B [SEP]`, longest-first truncation).
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the packed length of each pair.
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The packed length of each pair. Defaults to `512`.
 
     Call arguments:
-        x: a tuple `(contexts, choices)`: `contexts` a batch of strings
+        x: tuple. `(contexts, choices)`: `contexts` a batch of strings
             `(batch,)`, `choices` strings `(batch, num_choices)`.
-        y, sample_weight: passed through (`y` is the index of the right choice).
+        y: the index of the right choice per example, passed through.
+            Defaults to `None`.
+        sample_weight: weights, passed through. Defaults to `None`.
 
     Returns:
         A dict of int32 tensors `(batch, num_choices, sequence_length)`, or

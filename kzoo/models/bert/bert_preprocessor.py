@@ -23,16 +23,17 @@ class BertPreprocessor(Preprocessor):
     result as Hugging Face's `truncation="longest_first"`.
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the fixed output length (128 for most of BERT's
-            pre-training steps, 512 at most).
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The fixed output length (128 for most of BERT's
+            pre-training steps, 512 at most). Defaults to `512`.
 
     Call arguments:
-        x: a batch of strings (list, numpy array or `tf.string` tensor), a
+        x: a batch of strings (list, NumPy array or `tf.string` tensor), a
             single string, or a tuple `(texts_a, texts_b)` of two equally long
             batches for sentence pairs. A tuple always means two segments.
-        y, sample_weight: passed through, so `dataset.map(preprocessor)` works on
-            `(x, y)` datasets.
+        y: labels, passed through, so `dataset.map(preprocessor)` works on
+            `(x, y)` datasets. Defaults to `None`.
+        sample_weight: weights, passed through. Defaults to `None`.
 
     Returns:
         A dict of int32 `tf.Tensor`s `(batch, sequence_length)` (or

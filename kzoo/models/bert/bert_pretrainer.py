@@ -67,16 +67,17 @@ class BertPretrainer(Task):
     come as the second element of `(features, labels)` batches.
 
     Args:
-        backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
-        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
-            as `self.tokenizer` and saved by `save_to_preset`, so a preset
-            directory holds everything needed to continue or fine-tune.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        tokenizer: `kzoo.BertTokenizer` or None. The tokenizer the data are
+            made with, kept as `self.tokenizer` and saved by `save_to_preset`,
+            so that a preset directory holds everything needed to continue or
+            fine-tune. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`
+        inputs: dict. `token_ids`, `segment_ids`, `padding_mask`
             `(batch, seq)` and `mask_positions` `(batch, P)`.
-        training: whether dropout is active.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         `{"mlm_logits": (batch, P, vocabulary_size), "nsp_logits": (batch, 2)}`.
@@ -356,20 +357,9 @@ class BertMaskedLM(BertPretrainer):
     `loss`, `mlm_loss` and `mlm_accuracy`. The backbone's pooled output is
     computed but unused: no loss reaches `pooled_dense`, so this model lists its
     two variables as non-trainable (the same on every backend: no weight decay,
-    no missing-gradient warning; the backbone's own flags are unchanged). Labels may carry a
-    `next_sentence_label`, which is ignored, so the same data serve both models.
-
-    Args:
-        backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
-        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
-            as `self.tokenizer` and saved by `save_to_preset`, so a preset
-            directory holds everything needed to continue or fine-tune.
-        **kwargs: `keras.Model` arguments (`name`, `trainable`).
-
-    Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`
-            `(batch, seq)` and `mask_positions` `(batch, P)`.
-        training: whether dropout is active.
+    no missing-gradient warning; the backbone's own flags are unchanged).
+    Labels may carry a `next_sentence_label`, which is ignored, so the same
+    data serve both models. Arguments: as `kzoo.BertPretrainer`.
 
     Returns:
         `{"mlm_logits": (batch, P, vocabulary_size)}`.

@@ -43,17 +43,18 @@ class BertQuestionAnswerer(Task):
     E·C competes with the best span when decoding (`answer`).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        preprocessor: optional `kzoo.BertQuestionAnswererPreprocessor`, so that
-            `fit`/`evaluate`/`predict` take raw text. A `kzoo.BertTokenizer`
-            gets windows of min(384, `backbone.max_sequence_length`) tokens, a
-            `kzoo.BertPreprocessor` keeps its `sequence_length`; both get
-            `run_squad.py`'s stride 128 and question cut 64 scaled to it
-            (1/3 and 1/6 of the window).
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        preprocessor: `kzoo.BertQuestionAnswererPreprocessor`, another BERT
+            preprocessor, `kzoo.BertTokenizer` or None. With one,
+            `fit`/`evaluate`/`predict` take raw text. A tokenizer gets windows
+            of min(384, `backbone.max_sequence_length`) tokens, another
+            preprocessor keeps its `sequence_length`; both get `run_squad.py`'s
+            stride 128 and question cut 64 scaled to it (1/3 and 1/6 of the
+            window). Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(windows, sequence_length)`.
 
     Returns:

@@ -67,11 +67,14 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
     the answer is not wholly inside the window or the example has none.
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: tokens per window (384 in BERT's SQuAD runs).
-        document_stride: tokens between the starts of consecutive windows
-            (128); smaller than the room left for the context, so windows overlap.
-        max_question_length: questions are cut to this many tokens (64).
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. Tokens per window. Defaults to `384`, as in
+            BERT's SQuAD runs.
+        document_stride: int. Tokens between the starts of consecutive
+            windows, smaller than the room left for the context, so that
+            windows overlap. Defaults to `128`.
+        max_question_length: int. Questions are cut to this many tokens.
+            Defaults to `64`.
 
     Call arguments:
         x: `(questions, contexts)`, two equally long 1-D batches of strings

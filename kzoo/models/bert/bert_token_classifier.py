@@ -82,19 +82,21 @@ class BertTokenClassifier(Task):
     entity-level F1 as CoNLL's `conlleval` (Table 3's metric).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_classes: K, the number of labels (9 for CoNLL-2003's BIO tags).
-        preprocessor: optional `BertTokenClassifierPreprocessor` (a
-            `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is converted), so
-            that `fit`/`evaluate`/`predict` take sentences as words: lists of
-            lists of str, a ragged string tensor, or white-space separated
-            strings; labels are lists of label ids, one per word.
-        dropout: dropout rate on T_i before the classification layer.
-        tags: optional list of the K label names; label id i is `tags[i]`.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_classes: int. K, the number of labels (9 for CoNLL-2003's BIO tags).
+        preprocessor: `BertTokenClassifierPreprocessor`, another BERT
+            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+            `fit`/`evaluate`/`predict` take sentences as words: lists of lists
+            of str, a ragged string tensor, or white-space separated strings;
+            labels are lists of label ids, one per word. Defaults to `None`.
+        dropout: float. The dropout rate on T_i before the classification
+            layer. Defaults to `0.1`.
+        tags: list of str or None. The K label names; label id i is
+            `tags[i]`. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:

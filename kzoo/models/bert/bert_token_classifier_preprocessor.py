@@ -103,8 +103,8 @@ class BertTokenClassifierPreprocessor(Preprocessor):
     after that are dropped, and `word_positions` reports them as -1.
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the fixed output length (3 or more).
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The fixed output length (3 or more). Defaults to `128`.
 
     Call arguments:
         x: a batch of sentences as words: a `tf.RaggedTensor` of strings

@@ -10,7 +10,6 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
@@ -62,32 +61,35 @@ class Transformer(Backbone):
     padded with 0 (ignored by the default loss).
 
     Args:
-        vocabulary_size: size of the shared source/target vocabulary (37000
-            BPE tokens for WMT 2014 English-German, sec. 5.1).
-        num_layers: N.
-        hidden_dim: d_model.
-        intermediate_dim: d_ff.
-        num_heads: h.
-        key_dim: d_k, or None for d_model / h.
-        value_dim: d_v, or None for d_k.
-        dropout: P_drop.
-        label_smoothing: ε_ls of the default loss (`compile()`, sec. 5.4).
-        position_encoding: "sinusoidal" (sec. 3.5) or "learned" (Table 3 row E).
-        max_sequence_length: longest source or target sequence; the size of
-            the learned position tables.
-        activation: the feed-forward activation (ReLU, eq. 2).
-        layer_norm_epsilon: LayerNorm epsilon (1e-6 as in tensor2tensor).
-        padding_id: id of padding tokens (masked, ignored by the loss).
-        start_id: id of the start token that begins every decoder input.
-        end_id: id of the end token that ends every target.
-        dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16"); the
-            logits are float32 in every policy.
+        vocabulary_size: int. The shared source/target vocabulary (37000 BPE
+            tokens for WMT 2014 English-German, sec. 5.1). Defaults to `37000`.
+        num_layers: int. N. Defaults to `6`.
+        hidden_dim: int. d_model. Defaults to `512`.
+        intermediate_dim: int. d_ff. Defaults to `2048`.
+        num_heads: int. h. Defaults to `8`.
+        key_dim: int or None. d_k. Defaults to `None`, d_model / h.
+        value_dim: int or None. d_v. Defaults to `None`, d_k.
+        dropout: float. P_drop. Defaults to `0.1`.
+        label_smoothing: float. ε_ls of the default loss (`compile()`, sec.
+            5.4). Defaults to `0.1`.
+        position_encoding: str. `"sinusoidal"` (sec. 3.5) or `"learned"`
+            (Table 3 row E). Defaults to `"sinusoidal"`.
+        max_sequence_length: int. The longest source or target sequence, the
+            size of the learned position tables. Defaults to `1024`.
+        activation: str. The feed-forward activation (ReLU, eq. 2). Defaults to `"relu"`.
+        layer_norm_epsilon: float. As in tensor2tensor. Defaults to `1e-6`.
+        padding_id: int. Padding tokens (masked, ignored by the loss). Defaults to `0`.
+        start_id: int. The start token of every decoder input. Defaults to `2`.
+        end_id: int. The end token of every target. Defaults to `3`.
+        dtype: str or `keras.DTypePolicy`. The dtype policy (e.g.
+            `"mixed_bfloat16"`); the logits are float32 in every policy.
+            Defaults to `None`, the global policy.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: a dict with `encoder_token_ids` `(batch, source_length)` and
+        inputs: dict. `encoder_token_ids` `(batch, source_length)` and
             `decoder_token_ids` `(batch, target_length)`, integer ids.
-        training: whether dropout is active.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         Logits `(batch, target_length, vocabulary_size)`, float32.
@@ -338,14 +340,6 @@ class Transformer(Backbone):
     generate = transformer_generation.generate
 
     # === Training recipe (sec. 5.3, 5.4) ===
-
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=True, **kwargs):
-        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
-        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
-        shuffle = shuffle and not isinstance(x, tf.data.Dataset)
-        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
-                           shuffle, **kwargs)
 
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
         """Compiles with the paper's recipe unless told otherwise (sec. 5.3, 5.4).

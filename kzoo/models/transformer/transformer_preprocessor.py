@@ -28,19 +28,22 @@ class TransformerPreprocessor(Preprocessor):
       sequence, so its labels do not end with an `[EOS]` that the text lacks.
 
     Args:
-        tokenizer: a `kzoo.models.transformer.TransformerTokenizer` (any
-            tokenizer with `padding_id`, `start_id` and `end_id`).
-        source_length: the most encoder tokens, `[EOS]` included.
-        target_length: the most decoder tokens (and labels).
-        pad: True pads every output with `padding_id` to `source_length` /
-            `target_length` (fixed shapes); False keeps each example's own
-            length (1-D per example, ragged for a batch), for
-            `kzoo.data.batch_by_length` (sec. 5.1: batches by approximate length).
+        tokenizer: `kzoo.TransformerTokenizer`, or any tokenizer with
+            `padding_id`, `start_id` and `end_id`.
+        source_length: int. The most encoder tokens, `[EOS]` included.
+            Defaults to `256`.
+        target_length: int. The most decoder tokens (and labels). Defaults to `256`.
+        pad: bool. True pads every output with `padding_id` to
+            `source_length` / `target_length` (fixed shapes); False keeps each
+            example's own length (1-D per example, ragged for a batch), for
+            `kzoo.data.batch_by_length` (sec. 5.1: batches by approximate
+            length). Defaults to `True`.
 
     Call arguments:
-        source: a batch of source strings (list, numpy array or `tf.string`
+        source: a batch of source strings (list, NumPy array or `tf.string`
             tensor) or a single string (as in `tf.data.Dataset.map`).
         target: the target strings, aligned with `source`, or None.
+            Defaults to `None`.
 
     Returns:
         With a target, `({"encoder_token_ids", "decoder_token_ids"}, labels)`;
