@@ -117,8 +117,9 @@ def test_bert_graph_and_eager_forward_are_one_definition():
     positions = np.array([[1, 3]])
     rows = backbone.encode(backbone.embed(inputs), inputs["padding_mask"], output_positions=positions)
     for name in ("sequence_output", "pooled_output"):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(eager[name]), keras.ops.convert_to_numpy(graph[name]), atol=1e-6)
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(hidden[name]), keras.ops.convert_to_numpy(graph[name]), atol=1e-6)
+        expected = keras.ops.convert_to_numpy(graph[name])
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(eager[name]), expected, atol=1e-6)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(hidden[name]), expected, atol=1e-6)
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(rows["sequence_output"]),
         keras.ops.convert_to_numpy(graph["sequence_output"])[:, [1, 3]],

@@ -74,9 +74,9 @@ def next_token_logits(model, token_ids, cache, index):
 
     Args:
         model: `kzoo.Transformer`. The model (`self` of `Transformer.next_token_logits`).
-        token_ids: `(batch,)` the tokens at position `index`.
-        cache: the dict from `initial_cache` (or the previous step).
-        index: the position of `token_ids`, a scalar int or tensor.
+        token_ids: int `(batch,)`. The tokens at position `index`.
+        cache: dict. From `initial_cache`, or the previous step.
+        index: int or scalar tensor. The position of `token_ids`.
 
     Returns:
         `(logits, cache)`: float32 `(batch, vocabulary_size)` and the cache
@@ -116,14 +116,14 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
 
     Args:
         model: `kzoo.Transformer`. The model (`self` of `Transformer.generate`).
-        encoder_token_ids: `(batch, source_length)` source ids, 0 for padding.
-        beam_size: beams per example; 1 is greedy search.
-        length_penalty: α of `((5 + |Y|) / 6)^α`.
-        max_length: the most tokens generated per example. None: each
-            row's number of non-padding source tokens + 50 (sec. 6.1), in a
-            buffer of the padded source length + 50 (at most
-            `max_sequence_length`, which is the buffer when the source
-            length is unknown at trace time).
+        encoder_token_ids: int `(batch, source_length)`. The source ids, 0 for padding.
+        beam_size: int. Beams per example; 1 is greedy search. Defaults to `4`.
+        length_penalty: float. α of `((5 + |Y|) / 6)^α`. Defaults to `0.6`.
+        max_length: int or None. The most tokens generated per example.
+            Defaults to `None`: each row's number of non-padding source
+            tokens + 50 (sec. 6.1), in a buffer of the padded source length +
+            50 (at most `max_sequence_length`, which is the buffer when the
+            source length is unknown at trace time).
 
     Returns:
         int32 `(batch, max_length)`: the tokens after the start token, the
@@ -152,13 +152,11 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
         buffer_length = model.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
         max_length = min(buffer_length, model.max_sequence_length)
     check_positions_fit(0, max_length, model.max_sequence_length, "decoder_token_ids")
-    if "_inference_search" not in model.__dict__:  # compiled once per model; not a tracked attribute
-
-        def search(*arguments):
-            return _search(model, *arguments)
-
-        model.__dict__["_inference_search"] = inference_function(search)
-    return model.__dict__["_inference_search"](encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
+    search = model.__dict__.get("_inference_search")
+    if search is None:  # compiled once per model; not a tracked attribute
+        search = inference_function(lambda *arguments: _search(model, *arguments))
+        model.__dict__["_inference_search"] = search
+    return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
 
 
 def _search(model, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source):
