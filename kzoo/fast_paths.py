@@ -49,28 +49,25 @@ def xla_on_tensorflow():
     return os.environ.get(XLA_ON_TENSORFLOW_VARIABLE, "1") != "0"
 
 
-class CompileDefaults:
-    """Mixin for kzoo's `keras.Model`s: `jit_compile="auto"` (the default of
-    `compile`, and what `predict`/`fit` use on a model never compiled) means XLA
-    on TensorFlow as on JAX (see `xla_on_tensorflow`); torch stays eager.
+def auto_jit_compile(model, keras_choice):
+    """What kzoo's `jit_compile="auto"` means for `model` (the default of
+    `compile`, and what `predict`/`fit` use on a model never compiled): on
+    TensorFlow with `xla_on_tensorflow()`, XLA wherever Keras could compile
+    (no `tf.distribute` strategy, every layer `supports_jit`); elsewhere
+    `keras_choice()`, Keras' own (XLA on JAX, eager torch). kzoo's base
+    classes answer Keras' `_resolve_auto_jit_compile` with it.
 
     Example:
 
-    >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> backbone.compile()
-    >>> backend = keras.backend.backend()
-    >>> backbone.jit_compile == (backend == "jax" or (backend == "tensorflow" and xla_on_tensorflow()))
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> tensorflow = keras.backend.backend() == "tensorflow" and xla_on_tensorflow()
+    >>> auto_jit_compile(model, lambda: "Keras' choice") == (True if tensorflow else "Keras' choice")
     True
     """
-
-    def _resolve_auto_jit_compile(self):
-        # Keras' trainer asks this when compile's `jit_compile` is "auto".
-        tensorflow = keras.backend.backend() == "tensorflow"
-        if tensorflow and xla_on_tensorflow() and not getattr(self, "_distribute_strategy", None):
-            return all(layer.supports_jit for layer in self._flatten_layers())
-        return super()._resolve_auto_jit_compile()
+    tensorflow = keras.backend.backend() == "tensorflow"
+    if tensorflow and xla_on_tensorflow() and not getattr(model, "_distribute_strategy", None):
+        return all(layer.supports_jit for layer in model._flatten_layers())
+    return keras_choice()
 
 
 def multi_tensor_base(optimizer_class):

@@ -71,6 +71,7 @@ PAPER_CODE = ("kzoo.models.", "kzoo.layers.", "kzoo.data.", "kzoo.tokenizers.")
 PLUMBING = {
     "backend", "backend_checks", "checkpoints", "convert", "distribution", "fast_paths",
     "jax_state_recovery", "preset_directories", "presets",
+    "backbone", "task", "preprocessor", "serialization",  # kzoo.models' base classes
 }
 
 
@@ -86,6 +87,8 @@ def test_plumbing_is_told_apart_from_the_papers_code():
     assert not _cites_papers("kzoo.presets")
     assert not _cites_papers("kzoo.models.bert.bert_checkpoints")
     assert not _cites_papers("kzoo.jax_state_recovery")
+    assert not _cites_papers("kzoo.models.task")
+    assert _cites_papers("kzoo.models.bert.bert_preprocessor")
 
 
 @pytest.mark.parametrize("name,obj", PUBLIC, ids=[n for n, _ in PUBLIC])

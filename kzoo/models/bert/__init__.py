@@ -1,6 +1,7 @@
 """BERT (Devlin et al., 2019)."""
 
 from kzoo.models.bert.bert_backbone import BertBackbone
+from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_classifier import BertClassifier
 from kzoo.models.bert.bert_feature_extractor import BertFeatureExtractor
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead
@@ -17,12 +18,10 @@ from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
 from kzoo.models.bert.bert_question_answerer import BertQuestionAnswerer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
-from kzoo.models.bert.bert_task import BertTask
+from kzoo.models.bert.bert_squad_metrics import squad_metrics
 from kzoo.models.bert.bert_token_classifier import BertTokenClassifier
 from kzoo.models.bert.bert_token_classifier_preprocessor import BertTokenClassifierPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
-from kzoo.models.bert.bio_tags import entity_f1
-from kzoo.models.bert.squad import squad_metrics
 
 __all__ = [
     "BertAdamW",
@@ -37,7 +36,6 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
-    "BertTask",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",

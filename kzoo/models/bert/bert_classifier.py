@@ -2,11 +2,15 @@
 
 import keras
 
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.task import Task
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertClassifier(BertTask):
+class BertClassifier(Task):
     """BERT with a classification layer on `[CLS]`: softmax(C W) (BERT sec. 4.1).
 
     "The only new parameters introduced during fine-tuning are classification
@@ -25,16 +29,17 @@ class BertClassifier(BertTask):
     Spearman correlations on `predict`'s output over the whole set).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_classes: K, the number of labels (1 for regression).
-        preprocessor: optional `kzoo.BertPreprocessor` (or `kzoo.BertTokenizer`),
-            so that `fit`/`evaluate`/`predict` take raw text: a batch of
-            strings, or a tuple `(texts_a, texts_b)` for pairs.
-        dropout: dropout rate on C before the classification layer.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_classes: int. K, the number of labels (1 for regression).
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `fit`/`evaluate`/`predict` take raw text: a batch of
+            strings, or a tuple `(texts_a, texts_b)` for pairs. Defaults to `None`.
+        dropout: float. The dropout rate on C before the classification
+            layer. Defaults to `0.1`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:
@@ -55,7 +60,8 @@ class BertClassifier(BertTask):
     (1, 2)
     """
 
-    head_arguments = ("num_classes", "dropout")
+    preprocessor_class = BertPreprocessor
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
@@ -66,7 +72,7 @@ class BertClassifier(BertTask):
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
-        inputs = backbone_inputs()
+        inputs = bert_inputs()
         pooled = backbone(inputs)["pooled_output"]  # (batch, H)
         outputs = float32_logits(head(head_dropout(pooled)))  # (batch, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)

@@ -3,8 +3,10 @@
 import keras
 from keras import ops
 
-from kzoo.models.bert.bert_backbone import encode
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.task import Task
 
 # Table 7's rows; `hidden_states` gives every layer, stacked, for other combinations.
 STRATEGIES = (
@@ -50,7 +52,7 @@ def combine_hidden_states(hidden_states, strategy):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertFeatureExtractor(BertTask):
+class BertFeatureExtractor(Task):
     """Contextual token features from a pre-trained BERT (BERT sec. 5.3, Table 7).
 
     "Extracting fixed features from the pre-trained model" for a task model
@@ -71,14 +73,15 @@ class BertFeatureExtractor(BertTask):
     told otherwise: the feature-based approach does not fine-tune BERT.
 
     Args:
-        backbone: a `kzoo.BertBackbone` (at least 4 layers for the last-four rows).
-        strategy: one of the rows above.
-        preprocessor: optional `kzoo.BertPreprocessor` (or `kzoo.BertTokenizer`)
-            so that `predict` takes raw text.
+        backbone: `kzoo.BertBackbone`. The encoder (at least 4 layers for the
+            last-four rows), kept as `self.backbone`.
+        strategy: str. One of the rows above. Defaults to `"concat_last_four"`.
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `predict` takes raw text. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:
@@ -96,7 +99,8 @@ class BertFeatureExtractor(BertTask):
     (1, 16, 32)
     """
 
-    head_arguments = ("strategy",)
+    preprocessor_class = BertPreprocessor
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, strategy="concat_last_four", preprocessor=None, **kwargs):
         if strategy not in STRATEGIES:
@@ -107,10 +111,11 @@ class BertFeatureExtractor(BertTask):
                 f"strategy={strategy!r} needs a backbone with at least {needed} layers; this one "
                 f"has {backbone.num_layers}. Choose 'last_hidden' or 'hidden_states'."
             )
-        inputs = backbone_inputs()
-        # The backbone's layers on the task's inputs (a functional model cannot
-        # be called with return_hidden_states on symbolic inputs).
-        hidden_states = encode(backbone, inputs, return_hidden_states=True)["hidden_states"]
+        inputs = bert_inputs()
+        # The backbone's forward methods on the task's inputs (a functional
+        # model called on symbolic inputs returns its graph's outputs only).
+        embeddings = backbone.embed(inputs)
+        hidden_states = backbone.encode(embeddings, inputs["padding_mask"], return_hidden_states=True)["hidden_states"]
         features = keras.layers.Activation("linear", dtype="float32", name="float32_features")(
             combine_hidden_states(hidden_states, strategy)
         )

@@ -3,8 +3,11 @@
 import keras
 from keras import ops
 
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_heads import dense_head, float32_logits
 from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.task import Task
 
 
 class _FoldChoices(keras.layers.Layer):
@@ -18,7 +21,7 @@ class _FoldChoices(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertMultipleChoice(BertTask):
+class BertMultipleChoice(Task):
     """BERT for multiple choice, SWAG style (BERT sec. 4.4).
 
     Each (context, choice) pair is encoded separately; "the only
@@ -32,16 +35,16 @@ class BertMultipleChoice(BertTask):
     sparse categorical cross-entropy over the choices and accuracy.
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_choices: the number of candidates per example (4 in SWAG).
-        preprocessor: optional `BertMultipleChoicePreprocessor` (a
-            `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is converted), so
-            `fit`/`predict` take `(contexts, choices)` raw strings.
-        dropout: dropout rate on C.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_choices: int. The number of candidates per example (4 in SWAG).
+        preprocessor: `BertMultipleChoicePreprocessor`, another BERT
+            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+            `fit`/`predict` take `(contexts, choices)` raw strings. Defaults to `None`.
+        dropout: float. The dropout rate on C. Defaults to `0.1`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, num_choices, sequence_length)`.
 
     Returns:
@@ -61,7 +64,7 @@ class BertMultipleChoice(BertTask):
     """
 
     preprocessor_class = BertMultipleChoicePreprocessor
-    head_arguments = ("num_choices", "dropout")
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, num_choices, preprocessor=None, dropout=0.1, **kwargs):
         if isinstance(num_choices, bool) or not isinstance(num_choices, int) or num_choices < 2:
@@ -70,7 +73,7 @@ class BertMultipleChoice(BertTask):
         fold = _FoldChoices(name="fold_choices")
         head_dropout, head = dense_head(backbone, 1, dropout, "choice_dropout", "choice_score")
         # === Functional model ===
-        inputs = backbone_inputs(leading_shape=(num_choices,))
+        inputs = bert_inputs(leading_shape=(num_choices,))
         pooled = backbone({name: fold(tensor) for name, tensor in inputs.items()})["pooled_output"]
         outputs = float32_logits(ops.reshape(head(head_dropout(pooled)), (-1, num_choices)))
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)

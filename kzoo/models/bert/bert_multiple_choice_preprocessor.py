@@ -3,12 +3,14 @@
 import keras
 import tensorflow as tf
 
-from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert.bert_preprocessor import pair_length, truncate_and_pack
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertMultipleChoicePreprocessor(BertPreprocessor):
+class BertMultipleChoicePreprocessor(Preprocessor):
     """Packs a context with each of its candidate continuations (BERT sec. 4.4).
 
     "We construct four input sequences, each containing the concatenation of
@@ -17,13 +19,15 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
     (`[CLS] A [SEP] B [SEP]`, longest-first truncation).
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the packed length of each pair.
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The packed length of each pair. Defaults to `512`.
 
     Call arguments:
-        x: a tuple `(contexts, choices)`: `contexts` a batch of strings
+        x: tuple. `(contexts, choices)`: `contexts` a batch of strings
             `(batch,)`, `choices` strings `(batch, num_choices)`.
-        y, sample_weight: passed through (`y` is the index of the right choice).
+        y: the index of the right choice per example, passed through.
+            Defaults to `None`.
+        sample_weight: weights, passed through. Defaults to `None`.
 
     Returns:
         A dict of int32 tensors `(batch, num_choices, sequence_length)`, or
@@ -39,8 +43,13 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
     [[[2, 5, 3, 6, 8, 3], [2, 5, 3, 7, 3, 0]]]
     """
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    tokenizer_class = BertTokenizer
+
+    def __init__(self, tokenizer, sequence_length=512):
+        super().__init__(tokenizer)
+        self.sequence_length = pair_length(sequence_length)
+
+    def call(self, x, y=None, sample_weight=None):
         if not isinstance(x, tuple) or len(x) != 2:
             raise ValueError(
                 "BertMultipleChoicePreprocessor takes x = (contexts, choices): a batch of "
@@ -56,7 +65,8 @@ class BertMultipleChoicePreprocessor(BertPreprocessor):
         num_choices = tf.shape(choices)[1]
         firsts = tf.repeat(contexts, num_choices)  # (batch * num_choices,)
         seconds = tf.reshape(choices, [-1])
-        packed = self._pack([self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)])
+        segments = [self.tokenizer.tokenize(firsts), self.tokenizer.tokenize(seconds)]
+        packed = truncate_and_pack(segments, self.tokenizer, self.sequence_length)
         shape = [-1, num_choices, self.sequence_length]
         packed = {key: tf.reshape(value, shape) for key, value in packed.items()}
         return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)

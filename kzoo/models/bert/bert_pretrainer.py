@@ -24,18 +24,14 @@ Labels:
 | `next_sentence_label` | (batch,)   | 0 = IsNext, 1 = NotNext (BertPretrainer only)    |
 """
 
-import types
-
 import keras
 from keras import ops
 
-from kzoo import presets
-from kzoo.data import task_inputs
 from kzoo.distribution import replica_loss
-from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, encode
+from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
-from kzoo.models.bert.model_parts import ModelWithParts
+from kzoo.models.task import Task
 
 MASK_POSITIONS = "mask_positions"
 MLM_LABELS = ("mask_ids", "mask_weights")
@@ -49,18 +45,86 @@ def _keys(structure):
     return sorted(structure) if isinstance(structure, dict) else None
 
 
-class _BertPretrainingModel(ModelWithParts, keras.Model):
-    """Shared by `BertPretrainer` (with NSP) and `BertMaskedLM` (without)."""
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertPretrainer(Task):
+    """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
 
-    with_next_sentence_prediction = False
-    config_parts = ("backbone", "tokenizer")
+    A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the
+    transposed input embedding (tied) plus an output bias, evaluated only at
+    `mask_positions`, and a 2-way NSP classifier on the pooled `[CLS]` output
+    (`next_sentence_dense`). The loss is the paper's (A.2):
+
+        loss = sum(w * CE_mlm) / sum(w) + mean(CE_nsp)
+
+    with `w = mask_weights`, computed in float32 even under mixed precision.
+    `fit`/`evaluate` report `loss`, `mlm_loss`, `nsp_loss`, `mlm_accuracy`
+    (over real predictions) and `nsp_accuracy`. `compile()` with no optimizer
+    uses `kzoo.bert_pretraining_optimizer()` (constant lr 1e-4); pass
+    `bert_pretraining_optimizer(total_steps=...)` for warmup and decay, and see
+    `kzoo.pretraining_phases` for the 128/512 split.
+
+    The features and labels are described in this module's docstring; labels
+    come as the second element of `(features, labels)` batches.
+
+    Args:
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        tokenizer: `kzoo.BertTokenizer` or None. The tokenizer the data are
+            made with, kept as `self.tokenizer` and saved by `save_to_preset`,
+            so that a preset directory holds everything needed to continue or
+            fine-tune. Defaults to `None`.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Call arguments:
+        inputs: dict. `token_ids`, `segment_ids`, `padding_mask`
+            `(batch, seq)` and `mask_positions` `(batch, P)`.
+        training: bool. Whether dropout is active. Defaults to `None`.
+
+    Returns:
+        `{"mlm_logits": (batch, P, vocabulary_size), "nsp_logits": (batch, 2)}`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> model = BertPretrainer(backbone)
+    >>> features = {
+    ...     "token_ids": np.array([[2, 7, 4, 3, 9, 3], [2, 5, 4, 3, 8, 3]]),
+    ...     "segment_ids": np.array([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1]]),
+    ...     "padding_mask": np.ones((2, 6), "int32"),
+    ...     "mask_positions": np.array([[2, 0], [2, 4]]),
+    ... }
+    >>> labels = {
+    ...     "mask_ids": np.array([[11, 0], [12, 8]]),
+    ...     "mask_weights": np.array([[1.0, 0.0], [1.0, 1.0]], "float32"),
+    ...     "next_sentence_label": np.array([0, 1]),
+    ... }
+    >>> outputs = model(features)
+    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["nsp_logits"].shape)
+    ((2, 2, 50), (2, 2))
+    >>> model.compile()
+    >>> history = model.fit(features, labels, epochs=1, verbose=0)
+    >>> sorted(history.history)
+    ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
+
+    `save_to_preset` writes the whole model (`task.json`, `task.weights.h5`)
+    and its backbone alone, which fine-tuning starts from (sec. 3.2):
+
+    >>> import tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> model.save_to_preset(path)
+    >>> BertPretrainer.from_preset(path).count_params() == model.count_params()
+    True
+    >>> BertBackbone.from_preset(path).num_layers
+    1
+    """
+
+    with_next_sentence_prediction = True
 
     def __init__(self, backbone, tokenizer=None, **kwargs):
         # === Layers ===
-        # Built before `keras.Model.__init__` (which needs the graph), then set
-        # as attributes afterwards (the order torch's module tracking needs).
-        layers = types.SimpleNamespace()
-        layers.mlm_head = BertMaskedLMHead(
+        mlm_head = BertMaskedLMHead(
             token_embedding=backbone.token_embedding,  # tied: W_e^T (sec. 3.1)
             activation=backbone.activation,
             layer_norm_epsilon=backbone.layer_norm_epsilon,
@@ -68,30 +132,22 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
             dtype=backbone.dtype_policy,
             name="mlm_head",
         )
-        if self.with_next_sentence_prediction:
-            layers.next_sentence_dense = keras.layers.Dense(
-                2,
-                kernel_initializer=bert_initializer(),
-                dtype=backbone.dtype_policy,
-                name="next_sentence_dense",
-            )
+        next_sentence_dense = keras.layers.Dense(
+            2, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="next_sentence_dense"
+        )
 
         # === Functional model ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in INPUT_NAMES + (MASK_POSITIONS,)
-        }
+        inputs = {**bert_inputs(), MASK_POSITIONS: keras.Input(shape=(None,), dtype="int32", name=MASK_POSITIONS)}
         encoded = backbone({name: inputs[name] for name in INPUT_NAMES})
-        mlm_logits = layers.mlm_head(encoded["sequence_output"], inputs[MASK_POSITIONS])
-        outputs = {"mlm_logits": mlm_logits}
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs[MASK_POSITIONS])}
         if self.with_next_sentence_prediction:
-            outputs["nsp_logits"] = layers.next_sentence_dense(encoded["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        self.backbone = backbone
+            outputs["nsp_logits"] = next_sentence_dense(encoded["pooled_output"])
+        super().__init__(inputs, outputs, backbone=backbone, **kwargs)
         self.tokenizer = tokenizer  # kept with the model: the pipeline's vocabulary
         self.dtype_policy = backbone.dtype_policy  # mixed_float16: loss scaling in compile
-        for name, layer in vars(layers).items():
-            setattr(self, name, layer)
+        self.mlm_head = mlm_head
+        if self.with_next_sentence_prediction:
+            self.next_sentence_dense = next_sentence_dense
 
         # === Metrics ===
         tasks = ("mlm", "nsp") if self.with_next_sentence_prediction else ("mlm",)
@@ -99,37 +155,36 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
             keras.metrics.SparseCategoricalAccuracy(name=f"{task}_accuracy") for task in tasks
         ]
 
-    # --- Inputs -----------------------------------------------------------------
+    # === Forward pass ===
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(self._complete_inputs(inputs), *args, **kwargs)
+        return super().__call__(self.complete_inputs(inputs), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None):
-        # The functional graph (built in __init__) gives the structure, shapes
-        # and weights; running it would compute the last encoder layer at every
+        # The functional graph of `__init__` gives the structure, shapes and
+        # weights; running it would compute the last encoder layer at every
         # position. The heads read only the masked positions and [CLS], so the
-        # last layer runs at those rows only (same outputs; for bert_small,
-        # about 1/7 less arithmetic per step). JAX's compiled steps reach
-        # `call` through `stateless_call`, so inputs are completed here too.
-        inputs = self._complete_inputs(inputs)
+        # last layer runs at those rows only (same outputs). JAX's compiled
+        # steps reach `call` through `stateless_call`, bypassing `__call__`.
+        inputs = self.complete_inputs(inputs)
         positions = inputs[MASK_POSITIONS]
         check_mask_positions(positions, inputs["token_ids"].shape[1])
-        encoded = encode(
-            self.backbone,
-            {name: inputs[name] for name in INPUT_NAMES},
-            training=training,
-            output_positions=positions,
+        embeddings = self.backbone.embed(inputs, training=training)
+        encoded = self.backbone.encode(
+            embeddings, inputs["padding_mask"], output_positions=positions, training=training
         )
-        outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"])}
+        outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"])}  # (B, P, V)
         if self.with_next_sentence_prediction:
-            outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])
+            outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])  # (B, 2)
         return outputs
 
-    def _complete_inputs(self, inputs):
+    # === Data checks ===
+
+    def complete_inputs(self, inputs):
+        """`inputs` checked (`token_ids` and `mask_positions` required) and
+        completed with the backbone's defaults (`kzoo.models.Task.complete_inputs`)."""
         self._check_feature_keys(inputs)
-        backbone_inputs = {k: inputs[k] for k in INPUT_NAMES if k in inputs}
-        completed = self.backbone._complete_inputs(backbone_inputs)  # defaults
-        return {**completed, MASK_POSITIONS: inputs[MASK_POSITIONS]}
+        return super().complete_inputs(inputs)
 
     def _check_feature_keys(self, features):
         allowed = INPUT_NAMES + (MASK_POSITIONS,)
@@ -142,7 +197,7 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
                 "preprocessing (kzoo.data) produces `mask_positions`."
             )
 
-    def _check_labels(self, labels):
+    def _check_label_keys(self, labels):
         nsp = self.with_next_sentence_prediction
         required = MLM_LABELS + ((NSP_LABEL,) if nsp else ())
         keys = _keys(labels)
@@ -163,17 +218,17 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         elif y is None and not isinstance(x, dict):
             return  # generators and PyDatasets are checked at the first step
         self._check_feature_keys(x)
-        self._check_labels(y)
+        self._check_label_keys(y)
 
     def fit(self, x=None, y=None, *args, **kwargs):
         self._check_data(x, y)
-        return super().fit(x, y, *args, **task_inputs.fit_keywords_for(x, args, kwargs))
+        return super().fit(x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         self._check_data(x, y)
         return super().evaluate(x, y, *args, **kwargs)
 
-    # --- Loss and metrics -------------------------------------------------------
+    # === Loss and metrics ===
 
     def task_losses(self, y, y_pred):
         """`{"mlm_loss", "nsp_loss"}`: the weighted mean masked-LM cross-entropy
@@ -184,7 +239,7 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         on TPU pods (per-core losses, `CrossShardOptimizer`); JAX computes the
         global batch as one program. Both equal one device on the global batch
         when the replicas hold equally many predictions (`kzoo.distribution`)."""
-        self._check_labels(y)
+        self._check_label_keys(y)
         # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape
         # add a shape assertion that XLA ignores, with a warning line per compile.
         logits = ops.cast(y_pred["mlm_logits"], "float32")
@@ -230,7 +285,7 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         tracker = [self._loss_tracker] if getattr(self, "_loss_tracker", None) else []
         return tracker + list(getattr(self, "_task_metrics", []))
 
-    # --- Variables no loss reaches ----------------------------------------------
+    # === Variables no loss reaches ===
 
     def _unused_variable_ids(self):
         """Without NSP the pooler gets no gradient. Listing its variables as
@@ -260,7 +315,7 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
         unused = self._unused_variable_ids() if self.trainable else set()
         return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
 
-    # --- Compilation -------------------------------------------------------------
+    # === Compilation ===
 
     def compile(self, optimizer=None, **kwargs):
         """Compiles with BERT's optimizer and the pre-training loss (sec. 3.1, A.2).
@@ -288,122 +343,13 @@ class _BertPretrainingModel(ModelWithParts, keras.Model):
                 f"(mlm_loss, mlm_accuracy, ...); remove {given}."
             )
         kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILED_LOSS_ARGUMENTS}
-        if optimizer is None:
-            optimizer = bert_pretraining_optimizer()
-        super().compile(optimizer=optimizer, **kwargs)
-
-    # --- Presets -----------------------------------------------------------------
-
-    @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """A built-in preset name (architecture, random weights, a warning;
-        `overrides` go to the backbone's config) or a preset directory written
-        by `save_to_preset` (the saved model, or a saved backbone with freshly
-        initialised heads), sec. 3.1; see `kzoo.list_presets("bert")`.
-
-        Example:
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore")
-        ...     model = BertPretrainer.from_preset("bert_tiny", max_sequence_length=128)
-        >>> model.backbone.num_layers, model.backbone.max_sequence_length
-        (2, 128)
-        """
-        return presets.from_preset_for(cls, preset, **overrides)
-
-    def save_to_preset(self, preset_dir, format="kzoo"):
-        """Writes a kzoo preset directory (KerasHub's layout): the backbone
-        alone (`config.json`, `model.weights.h5`) for fine-tuning (sec. 3.2),
-        and the whole model with its heads (`task.json`, `task.weights.h5`).
-        `format="huggingface"` writes a `BertForPreTraining` (`BertForMaskedLM`)
-        directory with the MLM (and NSP) heads and the tokenizer's vocabulary.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertBackbone
-        >>> model = BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1,
-        ...     num_heads=2, hidden_dim=8, intermediate_dim=16))
-        >>> path = tempfile.mkdtemp()
-        >>> model.save_to_preset(path)
-        >>> BertPretrainer.from_preset(path).count_params() == model.count_params()
-        True
-        >>> BertBackbone.from_preset(path).num_layers
-        1
-        >>> model.save_to_preset(tempfile.mkdtemp(), format="huggingface")
-        """
-        presets.save_task(self, preset_dir, format=format)
+        # Always an optimizer given: no schedule guessed from the first `fit`,
+        # since pre-training runs in phases and resumes (`pretraining_phases`).
+        super().compile(optimizer=optimizer or bert_pretraining_optimizer(), loss=None, metrics=None, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPretrainer(_BertPretrainingModel):
-    """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
-
-    A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the
-    transposed input embedding (tied) plus an output bias, evaluated only at
-    `mask_positions`, and a 2-way NSP classifier on the pooled `[CLS]` output
-    (`next_sentence_dense`). The loss is the paper's (A.2):
-
-        loss = sum(w * CE_mlm) / sum(w) + mean(CE_nsp)
-
-    with `w = mask_weights`, computed in float32 even under mixed precision.
-    `fit`/`evaluate` report `loss`, `mlm_loss`, `nsp_loss`, `mlm_accuracy`
-    (over real predictions) and `nsp_accuracy`. `compile()` with no optimizer
-    uses `kzoo.bert_pretraining_optimizer()` (constant lr 1e-4); pass
-    `bert_pretraining_optimizer(total_steps=...)` for warmup and decay, and see
-    `kzoo.pretraining_phases` for the 128/512 split.
-
-    The features and labels are described in this module's docstring; labels
-    come as the second element of `(features, labels)` batches.
-
-    Args:
-        backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
-        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
-            as `self.tokenizer` and saved by `save_to_preset`, so a preset
-            directory holds everything needed to continue or fine-tune.
-        **kwargs: `keras.Model` arguments (`name`, `trainable`).
-
-    Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`
-            `(batch, seq)` and `mask_positions` `(batch, P)`.
-        training: whether dropout is active.
-
-    Returns:
-        `{"mlm_logits": (batch, P, vocabulary_size), "nsp_logits": (batch, 2)}`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> model = BertPretrainer(backbone)
-    >>> features = {
-    ...     "token_ids": np.array([[2, 7, 4, 3, 9, 3], [2, 5, 4, 3, 8, 3]]),
-    ...     "segment_ids": np.array([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1]]),
-    ...     "padding_mask": np.ones((2, 6), "int32"),
-    ...     "mask_positions": np.array([[2, 0], [2, 4]]),
-    ... }
-    >>> labels = {
-    ...     "mask_ids": np.array([[11, 0], [12, 8]]),
-    ...     "mask_weights": np.array([[1.0, 0.0], [1.0, 1.0]], "float32"),
-    ...     "next_sentence_label": np.array([0, 1]),
-    ... }
-    >>> outputs = model(features)
-    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["nsp_logits"].shape)
-    ((2, 2, 50), (2, 2))
-    >>> model.compile()
-    >>> history = model.fit(features, labels, epochs=1, verbose=0)
-    >>> sorted(history.history)
-    ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
-    """
-
-    with_next_sentence_prediction = True
-
-
-@keras.saving.register_keras_serializable(package="kzoo")
-class BertMaskedLM(_BertPretrainingModel):
+class BertMaskedLM(BertPretrainer):
     """BERT pre-training with the masked LM only (BERT sec. 3.1; "No NSP", Table 5).
 
     `kzoo.BertPretrainer` without the next-sentence head: the loss is
@@ -411,20 +357,9 @@ class BertMaskedLM(_BertPretrainingModel):
     `loss`, `mlm_loss` and `mlm_accuracy`. The backbone's pooled output is
     computed but unused: no loss reaches `pooled_dense`, so this model lists its
     two variables as non-trainable (the same on every backend: no weight decay,
-    no missing-gradient warning; the backbone's own flags are unchanged). Labels may carry a
-    `next_sentence_label`, which is ignored, so the same data serve both models.
-
-    Args:
-        backbone: a `kzoo.BertBackbone` (kept as `self.backbone`).
-        tokenizer: optional `kzoo.BertTokenizer` the data are made with; kept
-            as `self.tokenizer` and saved by `save_to_preset`, so a preset
-            directory holds everything needed to continue or fine-tune.
-        **kwargs: `keras.Model` arguments (`name`, `trainable`).
-
-    Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`
-            `(batch, seq)` and `mask_positions` `(batch, P)`.
-        training: whether dropout is active.
+    no missing-gradient warning; the backbone's own flags are unchanged).
+    Labels may carry a `next_sentence_label`, which is ignored, so the same
+    data serve both models. Arguments: as `kzoo.BertPretrainer`.
 
     Returns:
         `{"mlm_logits": (batch, P, vocabulary_size)}`.
@@ -441,3 +376,5 @@ class BertMaskedLM(_BertPretrainingModel):
     >>> list(outputs), tuple(outputs["mlm_logits"].shape)
     (['mlm_logits'], (1, 2, 50))
     """
+
+    with_next_sentence_prediction = False  # the only difference: a variant, not a level of code

@@ -2,15 +2,15 @@
 
 import keras
 
-from kzoo.models.bert import squad
-from kzoo.models.bert.bert_backbone import bert_initializer
-from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.bert import bert_squad_metrics
+from kzoo.models.bert.bert_backbone import bert_initializer, bert_inputs
+from kzoo.models.bert.bert_heads import float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_question_answerer_preprocessor import (
     FEATURES,
     BertQuestionAnswererPreprocessor,
 )
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, float32_logits
-from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.task import Task
 
 # The preprocessor's labels, keyed by the output each one scores.
 LABEL_OF_OUTPUT = {"start_logits": "start_positions", "end_logits": "end_positions"}
@@ -18,18 +18,8 @@ LABEL_OF_OUTPUT = {"start_logits": "start_positions", "end_logits": "end_positio
 SQUAD_SEQUENCE_LENGTH = 384
 
 
-def _squad_preprocessor(tokenizer, sequence_length):
-    """run_squad.py's 384/128/64 windows, stride and question cut scaled to `sequence_length`."""
-    return BertQuestionAnswererPreprocessor(
-        tokenizer,
-        sequence_length=sequence_length,
-        document_stride=sequence_length // 3,
-        max_question_length=sequence_length // 6,
-    )
-
-
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertQuestionAnswerer(BertTask):
+class BertQuestionAnswerer(Task):
     """BERT for extractive question answering, SQuAD style (BERT sec. 4.2, 4.3).
 
     "We only introduce a start vector S ∈ R^H and an end vector E ∈ R^H
@@ -53,17 +43,18 @@ class BertQuestionAnswerer(BertTask):
     E·C competes with the best span when decoding (`answer`).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        preprocessor: optional `kzoo.BertQuestionAnswererPreprocessor`, so that
-            `fit`/`evaluate`/`predict` take raw text. A `kzoo.BertTokenizer`
-            gets windows of min(384, `backbone.max_sequence_length`) tokens, a
-            `kzoo.BertPreprocessor` keeps its `sequence_length`; both get
-            `run_squad.py`'s stride 128 and question cut 64 scaled to it
-            (1/3 and 1/6 of the window).
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        preprocessor: `kzoo.BertQuestionAnswererPreprocessor`, another BERT
+            preprocessor, `kzoo.BertTokenizer` or None. With one,
+            `fit`/`evaluate`/`predict` take raw text. A tokenizer gets windows
+            of min(384, `backbone.max_sequence_length`) tokens, another
+            preprocessor keeps its `sequence_length`; both get `run_squad.py`'s
+            stride 128 and question cut 64 scaled to it (1/3 and 1/6 of the
+            window). Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(windows, sequence_length)`.
 
     Returns:
@@ -95,6 +86,8 @@ class BertQuestionAnswerer(BertTask):
     """
 
     preprocessor_class = BertQuestionAnswererPreprocessor
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_sequence_length = SQUAD_SEQUENCE_LENGTH
 
     def __init__(self, backbone, preprocessor=None, **kwargs):
         # === Layers ===
@@ -102,7 +95,7 @@ class BertQuestionAnswerer(BertTask):
             2, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="span_logits"
         )
         # === Functional model ===
-        inputs = backbone_inputs()
+        inputs = bert_inputs()
         sequence = backbone(inputs)["sequence_output"]  # T: (windows, seq, H)
         logits = head(sequence)  # (windows, seq, 2): S·T_i and E·T_i
         spans = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
@@ -111,21 +104,15 @@ class BertQuestionAnswerer(BertTask):
         self.span_logits = head
 
     @classmethod
-    def adapt_preprocessor(cls, preprocessor, backbone):
-        """A tokenizer or plain `kzoo.BertPreprocessor` as SQuAD windows (see Args)."""
-        if isinstance(preprocessor, BertTokenizer):
-            length = min(backbone.max_sequence_length, SQUAD_SEQUENCE_LENGTH)
-            preprocessor = _squad_preprocessor(preprocessor, length)
-        elif isinstance(preprocessor, BertPreprocessor):
-            preprocessor = _squad_preprocessor(preprocessor.tokenizer, preprocessor.sequence_length)
-        return super().adapt_preprocessor(preprocessor, backbone)
-
-    def set_sequence_length(self, sequence_length):
-        """Windows of `sequence_length` tokens from now on, with the document
-        stride and question cut scaled to them as for a tokenizer (see Args;
-        `run_squad.py`'s 384 / 128 / 64, BERT sec. 4.2)."""
-        super().set_sequence_length(sequence_length)
-        self.preprocessor = _squad_preprocessor(self.preprocessor.tokenizer, int(sequence_length))
+    def preprocessor_for(cls, tokenizer, sequence_length):
+        """`run_squad.py`'s windows of 384 tokens, stride 128 and questions cut
+        at 64 (BERT sec. 4.2), scaled to `sequence_length`."""
+        return BertQuestionAnswererPreprocessor(
+            tokenizer,
+            sequence_length=sequence_length,
+            document_stride=sequence_length // 3,
+            max_question_length=sequence_length // 6,
+        )
 
     # === Training ===
 
@@ -138,7 +125,7 @@ class BertQuestionAnswerer(BertTask):
         return {name: ["accuracy"] for name in LABEL_OF_OUTPUT}
 
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
-        """`kzoo.BertTask.compile`; the default loss averages the start and end
+        """`kzoo.models.Task.compile`; the default loss averages the start and end
         cross-entropies (`run_squad.py`'s `(start_loss + end_loss) / 2`, sec. 4.2)."""
         if loss == "auto":
             kwargs.setdefault("loss_weights", {name: 0.5 for name in LABEL_OF_OUTPUT})
@@ -173,7 +160,7 @@ class BertQuestionAnswerer(BertTask):
         windows) is returned as it is written in the context. With
         `null_score_threshold=τ` (SQuAD v2.0) the answer is "" unless the span
         scores more than s_null + τ, s_null = S·C + E·C (sec. 4.3); the paper
-        picks τ on the dev set to maximize F1. See `kzoo.models.bert.squad.decode_answers`.
+        picks τ on the dev set to maximize F1. See `kzoo.models.bert.bert_squad_metrics.decode_answers`.
 
         Args:
             questions, contexts: equally long lists (or 1-D arrays) of strings.
@@ -201,7 +188,7 @@ class BertQuestionAnswerer(BertTask):
         windows = self.preprocessor.windows((questions, contexts))
         features = {key: windows[key].numpy() for key in FEATURES}
         logits = self.predict(features, batch_size=batch_size, verbose=0)
-        return squad.decode_answers(
+        return bert_squad_metrics.decode_answers(
             logits["start_logits"], logits["end_logits"], windows, contexts,
             max_answer_length=max_answer_length, null_score_threshold=null_score_threshold,
         )
@@ -229,4 +216,4 @@ class BertQuestionAnswerer(BertTask):
         >>> model.evaluate_answers(["who sat"], ["the cat sat"], [[]], null_score_threshold=1e9)
         {'exact_match': 100.0, 'f1': 100.0}
         """
-        return squad.squad_metrics(self.answer(questions, contexts, **answer_kwargs), answers)
+        return bert_squad_metrics.squad_metrics(self.answer(questions, contexts, **answer_kwargs), answers)

@@ -11,7 +11,7 @@ answer, is labelled with the [CLS] position (0, 0).
 
 Everything runs in TensorFlow ops, so it works inside `tf.data.Dataset.map` on
 a batch whatever `KERAS_BACKEND` is; one example gives one or more windows, so
-the output has more rows than the input. `kzoo.models.bert.squad` decodes the
+the output has more rows than the input. `kzoo.models.bert.bert_squad_metrics` decodes the
 model's logits back into answer text with the bookkeeping from `windows`.
 """
 
@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo.data.packing import keep_first, pack_segments
-from kzoo.preprocessor_parts import PreprocessorWithTokenizer
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
@@ -53,7 +54,7 @@ def _char_offsets(byte_offsets, contexts):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
+class BertQuestionAnswererPreprocessor(Preprocessor):
     """Windows of `[CLS] question [SEP] context [SEP]` and answer-span labels
     for SQuAD (BERT sec. 4.2 and sec. 4.3), as in google-research's `run_squad.py`.
 
@@ -66,11 +67,14 @@ class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
     the answer is not wholly inside the window or the example has none.
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: tokens per window (384 in BERT's SQuAD runs).
-        document_stride: tokens between the starts of consecutive windows
-            (128); smaller than the room left for the context, so windows overlap.
-        max_question_length: questions are cut to this many tokens (64).
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. Tokens per window. Defaults to `384`, as in
+            BERT's SQuAD runs.
+        document_stride: int. Tokens between the starts of consecutive
+            windows, smaller than the room left for the context, so that
+            windows overlap. Defaults to `128`.
+        max_question_length: int. Questions are cut to this many tokens.
+            Defaults to `64`.
 
     Call arguments:
         x: `(questions, contexts)`, two equally long 1-D batches of strings
@@ -102,7 +106,7 @@ class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
     ([5, 4, 0, 0], [5, 4, 0, 0])
     """
 
-    config_fields = ("sequence_length", "document_stride", "max_question_length")
+    tokenizer_class = BertTokenizer
 
     def __init__(self, tokenizer, sequence_length=384, document_stride=128, max_question_length=64):
         if document_stride < 1 or max_question_length < 1:
@@ -124,13 +128,12 @@ class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
                 f"window, sequence_length - max_question_length - 3 = {room}, so that windows "
                 "overlap; lower document_stride or raise sequence_length."
             )
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.sequence_length = int(sequence_length)
         self.document_stride = int(document_stride)
         self.max_question_length = int(max_question_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         questions, contexts = self._inputs(x)
         outputs, layout = self._windows(questions, contexts)
         features = {key: outputs[key] for key in FEATURES}
@@ -141,7 +144,7 @@ class BertQuestionAnswererPreprocessor(PreprocessorWithTokenizer):
         return keras.utils.pack_x_y_sample_weight(features, y, sample_weight)
 
     def windows(self, x):
-        """The windows with what `kzoo.models.bert.squad.decode_answers` needs
+        """The windows with what `kzoo.models.bert.bert_squad_metrics.decode_answers` needs
         to turn predicted spans back into text (BERT sec. 4.2).
 
         Args:

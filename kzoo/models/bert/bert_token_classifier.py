@@ -4,12 +4,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.models.bert.bert_task import BertTask, backbone_inputs, dense_head, float32_logits
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_bio_tags import entity_f1
+from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_token_classifier_preprocessor import (
     IGNORED_LABEL,
     BertTokenClassifierPreprocessor,
 )
-from kzoo.models.bert.bio_tags import entity_f1
+from kzoo.models.task import Task
 
 OUTSIDE_TAG = "O"
 
@@ -55,7 +58,7 @@ class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifier(BertTask):
+class BertTokenClassifier(Task):
     """BERT with a classification layer on every token: softmax(T_i W), read at
     each word's first sub-token (BERT sec. 5.3).
 
@@ -79,19 +82,21 @@ class BertTokenClassifier(BertTask):
     entity-level F1 as CoNLL's `conlleval` (Table 3's metric).
 
     Args:
-        backbone: a `kzoo.BertBackbone`.
-        num_classes: K, the number of labels (9 for CoNLL-2003's BIO tags).
-        preprocessor: optional `BertTokenClassifierPreprocessor` (a
-            `kzoo.BertPreprocessor` or `kzoo.BertTokenizer` is converted), so
-            that `fit`/`evaluate`/`predict` take sentences as words: lists of
-            lists of str, a ragged string tensor, or white-space separated
-            strings; labels are lists of label ids, one per word.
-        dropout: dropout rate on T_i before the classification layer.
-        tags: optional list of the K label names; label id i is `tags[i]`.
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        num_classes: int. K, the number of labels (9 for CoNLL-2003's BIO tags).
+        preprocessor: `BertTokenClassifierPreprocessor`, another BERT
+            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+            `fit`/`evaluate`/`predict` take sentences as words: lists of lists
+            of str, a ragged string tensor, or white-space separated strings;
+            labels are lists of label ids, one per word. Defaults to `None`.
+        dropout: float. The dropout rate on T_i before the classification
+            layer. Defaults to `0.1`.
+        tags: list of str or None. The K label names; label id i is
+            `tags[i]`. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
             `(batch, sequence_length)`.
 
     Returns:
@@ -115,7 +120,7 @@ class BertTokenClassifier(BertTask):
     """
 
     preprocessor_class = BertTokenClassifierPreprocessor
-    head_arguments = ("num_classes", "dropout", "tags")
+    default_optimizer = staticmethod(bert_finetuning_optimizer)
 
     def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, tags=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
@@ -134,7 +139,7 @@ class BertTokenClassifier(BertTask):
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
-        inputs = backbone_inputs()
+        inputs = bert_inputs()
         sequence = backbone(inputs)["sequence_output"]  # (batch, seq, H)
         outputs = float32_logits(head(head_dropout(sequence)))  # (batch, seq, K)
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)

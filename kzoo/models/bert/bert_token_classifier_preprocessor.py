@@ -16,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo.data.packing import keep_first, pack_segments
-from kzoo.preprocessor_parts import PreprocessorWithTokenizer
+from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
 IGNORED_LABEL = -1
@@ -85,7 +86,7 @@ def _require(condition, message, tensor):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifierPreprocessor(PreprocessorWithTokenizer):
+class BertTokenClassifierPreprocessor(Preprocessor):
     """Packs sentences given as words, with one label per word, for token
     classification: the label goes to the word's first sub-token (BERT sec. 5.3).
 
@@ -102,8 +103,8 @@ class BertTokenClassifierPreprocessor(PreprocessorWithTokenizer):
     after that are dropped, and `word_positions` reports them as -1.
 
     Args:
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: the fixed output length (3 or more).
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The fixed output length (3 or more). Defaults to `128`.
 
     Call arguments:
         x: a batch of sentences as words: a `tf.RaggedTensor` of strings
@@ -137,17 +138,18 @@ class BertTokenClassifierPreprocessor(PreprocessorWithTokenizer):
     [[1, 2, 4, 5]]
     """
 
+    tokenizer_class = BertTokenizer
+
     def __init__(self, tokenizer, sequence_length=128):
         if sequence_length < 3:
             raise ValueError(
                 f"sequence_length={sequence_length} leaves no room for words: [CLS] and "
                 "[SEP] take two positions; use 3 or more (128 is typical for NER)."
             )
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.sequence_length = int(sequence_length)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, x, y=None, sample_weight=None):
+    def call(self, x, y=None, sample_weight=None):
         pieces = self._word_pieces(x)
         tokens = self._truncate(pieces.merge_dims(1, 2))
         features = pack_segments([tokens], self.tokenizer, self.sequence_length)

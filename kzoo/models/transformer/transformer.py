@@ -1,16 +1,18 @@
 """The Transformer encoder-decoder of "Attention Is All You Need" (Vaswani et
-al., 2017), sec. 3 (Figure 1), with the step-by-step decoding of sec. 6.1."""
+al., 2017), sec. 3 (Figure 1), with its training recipe (sec. 5.3, 5.4).
+
+One forward definition: `embed`, `encode`, `decode` and `vocabulary_logits`
+build the functional graph in `__init__` and serve every other path, the
+step-by-step decoding of `kzoo.models.transformer.transformer_generation` included.
+"""
 
 import math
-import types
 
 import keras
 import numpy as np
 from keras import ops
 
 from kzoo.backend_checks import check_ids_in_range, check_positions_fit
-from kzoo.data import task_inputs
-from kzoo.fast_paths import CompileDefaults, inference_function
 from kzoo.layers import (
     Dropout,
     PositionEmbedding,
@@ -19,55 +21,17 @@ from kzoo.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
-from kzoo.models.functional_backbone import FunctionalBackbone
+from kzoo.models.backbone import Backbone
+from kzoo.models.transformer import transformer_generation
+from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
+from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
 POSITION_ENCODINGS = ("sinusoidal", "learned")
-# Sec. 6.1: "maximum output length to input length + 50".
-EXTRA_OUTPUT_LENGTH = 50
-
-
-def embed(layers, token_ids, side, start_index=0, training=None):
-    """`Dropout(sqrt(d_model) · E[token_ids] + PE)` for `side` "encoder" or
-    "decoder" (sec. 3.4: embeddings scaled by sqrt(d_model); sec. 3.5: position
-    encodings added; sec. 5.4: dropout on the sums)."""
-    tokens = layers.token_embedding(token_ids)  # (B, T, d_model), the shared matrix
-    tokens = tokens * math.sqrt(layers.token_embedding.output_dim)
-    positions = getattr(layers, f"{side}_position_embedding")(tokens, start_index=start_index)
-    return getattr(layers, f"{side}_embeddings_dropout")(tokens + positions, training=training)
-
-
-def encode(layers, encoder_token_ids, padding_id, training=None):
-    """The encoder stack (sec. 3.1): memory `(B, S, d_model)`."""
-    padding_mask = ops.not_equal(encoder_token_ids, padding_id)
-    x = embed(layers, encoder_token_ids, "encoder", training=training)
-    for layer in layers.encoder_layers:
-        x = layer(x, padding_mask=padding_mask, training=training)
-    return x
-
-
-def decode(layers, decoder_token_ids, memory, encoder_token_ids, padding_id, training=None):
-    """The decoder stack (sec. 3.1) and the tied pre-softmax projection (sec.
-    3.4): float32 logits `(B, T, vocabulary_size)`."""
-    x = embed(layers, decoder_token_ids, "decoder", training=training)
-    for layer in layers.decoder_layers:
-        x = layer(
-            x,
-            memory,
-            decoder_padding_mask=ops.not_equal(decoder_token_ids, padding_id),
-            encoder_padding_mask=ops.not_equal(encoder_token_ids, padding_id),
-            training=training,
-        )
-    return vocabulary_logits(layers, x)
-
-
-def vocabulary_logits(layers, x):
-    """`x W_e^T` with the embedding matrix (sec. 3.4), in float32 for the softmax."""
-    return ops.cast(layers.token_embedding(x, reverse=True), "float32")
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
+class Transformer(Backbone):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is
@@ -97,32 +61,35 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
     padded with 0 (ignored by the default loss).
 
     Args:
-        vocabulary_size: size of the shared source/target vocabulary (37000
-            BPE tokens for WMT 2014 English-German, sec. 5.1).
-        num_layers: N.
-        hidden_dim: d_model.
-        intermediate_dim: d_ff.
-        num_heads: h.
-        key_dim: d_k, or None for d_model / h.
-        value_dim: d_v, or None for d_k.
-        dropout: P_drop.
-        label_smoothing: ε_ls of the default loss (`compile()`, sec. 5.4).
-        position_encoding: "sinusoidal" (sec. 3.5) or "learned" (Table 3 row E).
-        max_sequence_length: longest source or target sequence; the size of
-            the learned position tables.
-        activation: the feed-forward activation (ReLU, eq. 2).
-        layer_norm_epsilon: LayerNorm epsilon (1e-6 as in tensor2tensor).
-        padding_id: id of padding tokens (masked, ignored by the loss).
-        start_id: id of the start token that begins every decoder input.
-        end_id: id of the end token that ends every target.
-        dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16"); the
-            logits are float32 in every policy.
+        vocabulary_size: int. The shared source/target vocabulary (37000 BPE
+            tokens for WMT 2014 English-German, sec. 5.1). Defaults to `37000`.
+        num_layers: int. N. Defaults to `6`.
+        hidden_dim: int. d_model. Defaults to `512`.
+        intermediate_dim: int. d_ff. Defaults to `2048`.
+        num_heads: int. h. Defaults to `8`.
+        key_dim: int or None. d_k. Defaults to `None`, d_model / h.
+        value_dim: int or None. d_v. Defaults to `None`, d_k.
+        dropout: float. P_drop. Defaults to `0.1`.
+        label_smoothing: float. ε_ls of the default loss (`compile()`, sec.
+            5.4). Defaults to `0.1`.
+        position_encoding: str. `"sinusoidal"` (sec. 3.5) or `"learned"`
+            (Table 3 row E). Defaults to `"sinusoidal"`.
+        max_sequence_length: int. The longest source or target sequence, the
+            size of the learned position tables. Defaults to `1024`.
+        activation: str. The feed-forward activation (ReLU, eq. 2). Defaults to `"relu"`.
+        layer_norm_epsilon: float. As in tensor2tensor. Defaults to `1e-6`.
+        padding_id: int. Padding tokens (masked, ignored by the loss). Defaults to `0`.
+        start_id: int. The start token of every decoder input. Defaults to `2`.
+        end_id: int. The end token of every target. Defaults to `3`.
+        dtype: str or `keras.DTypePolicy`. The dtype policy (e.g.
+            `"mixed_bfloat16"`); the logits are float32 in every policy.
+            Defaults to `None`, the global policy.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
-        inputs: a dict with `encoder_token_ids` `(batch, source_length)` and
+        inputs: dict. `encoder_token_ids` `(batch, source_length)` and
             `decoder_token_ids` `(batch, target_length)`, integer ids.
-        training: whether dropout is active.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         Logits `(batch, target_length, vocabulary_size)`, float32.
@@ -142,25 +109,6 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
     >>> tuple(model.generate(np.array([[5, 6, 7, 3, 0]]), beam_size=1, max_length=4).shape)
     (1, 4)
     """
-
-    config_fields = (
-        "vocabulary_size",
-        "num_layers",
-        "hidden_dim",
-        "intermediate_dim",
-        "num_heads",
-        "key_dim",
-        "value_dim",
-        "dropout",
-        "label_smoothing",
-        "position_encoding",
-        "max_sequence_length",
-        "activation",
-        "layer_norm_epsilon",
-        "padding_id",
-        "start_id",
-        "end_id",
-    )
 
     def __init__(
         self,
@@ -187,10 +135,7 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
                      padding_id=padding_id, start_id=start_id, end_id=end_id)
 
         # === Layers ===
-        # Built before `keras.Model.__init__` (which needs the graph), so they
-        # live in a namespace first and become attributes afterwards.
-        layers = types.SimpleNamespace()
-        layers.token_embedding = TokenEmbedding(
+        self.token_embedding = TokenEmbedding(
             vocabulary_size,
             hidden_dim,
             # N(0, d_model^-0.5): unit variance after the sqrt(d_model) scaling
@@ -200,10 +145,10 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             name="token_embedding",
         )
         for side in ("encoder", "decoder"):
-            setattr(layers, f"{side}_position_embedding", position_layer(
+            setattr(self, f"{side}_position_embedding", position_layer(
                 position_encoding, max_sequence_length, hidden_dim, dtype, f"{side}_position_embedding"
             ))
-            setattr(layers, f"{side}_embeddings_dropout", Dropout(
+            setattr(self, f"{side}_embeddings_dropout", Dropout(
                 dropout, dtype=dtype, name=f"{side}_embeddings_dropout"
             ))
         block_arguments = dict(
@@ -216,23 +161,40 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=dtype,
         )
-        layers.encoder_layers = [
+        self.encoder_layers = [
             TransformerEncoderBlock(**block_arguments, name=f"encoder_layer_{i}")
             for i in range(num_layers)
         ]
-        layers.decoder_layers = [
+        self.decoder_layers = [
             TransformerDecoderBlock(**block_arguments, name=f"decoder_layer_{i}")
             for i in range(num_layers)
         ]
 
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.label_smoothing = label_smoothing
+        self.position_encoding = position_encoding
+        self.max_sequence_length = max_sequence_length
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.padding_id = padding_id
+        self.start_id = start_id
+        self.end_id = end_id
+
         # === Functional model ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
-        memory = encode(layers, inputs["encoder_token_ids"], padding_id)
-        logits = decode(layers, inputs["decoder_token_ids"], memory, inputs["encoder_token_ids"], padding_id)
-        super().__init__(inputs=inputs, outputs=logits, dtype=dtype, **kwargs)
-        self._adopt(layers, dtype, locals())
+        memory = self.encode(inputs["encoder_token_ids"], training=None)
+        logits = self.decode(inputs["decoder_token_ids"], memory, inputs["encoder_token_ids"], training=None)
+        super().__init__(inputs, logits, dtype=dtype, **kwargs)
 
-    # === Forward pass ===
+    # === Forward pass (sec. 3) ===
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(standardize_inputs(inputs), *args, **kwargs)
@@ -242,223 +204,142 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
         # `stateless_call`, bypassing `__call__`.
         inputs = standardize_inputs(inputs)
         for name in INPUT_NAMES:
-            self._check_token_ids(inputs[name], name)
-        return super().call(inputs, training=training, mask=mask)
+            self.check_token_ids(inputs[name], name)
+        return super().call(inputs, training=training, mask=mask)  # the graph of `__init__`
 
-    def encode(self, encoder_token_ids, training=False):
-        """The encoder stack alone (sec. 3.1): the memory the decoder attends to.
+    def embed(self, token_ids, side, start_index=0, training=None):
+        """`Dropout(sqrt(d_model) · E[token_ids] + PE)` (sec. 3.4: embeddings
+        scaled by sqrt(d_model); sec. 3.5: position encodings added; sec. 5.4:
+        dropout on the sums).
 
         Args:
-            encoder_token_ids: `(batch, source_length)` ids, 0 for padding.
-            training: whether dropout is active.
+            token_ids: int `(batch, length)`.
+            side: str. `"encoder"` or `"decoder"`: whose position encoding and dropout.
+            start_index: int or scalar tensor. The position of the first token
+                (a decoding step's index). Defaults to `0`.
+            training: bool. Whether dropout is active. Defaults to `None`.
+
+        Returns:
+            `(batch, length, hidden_dim)`.
+
+        Example:
+
+        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+        ...                     intermediate_dim=16, num_heads=2)
+        >>> tuple(model.embed(np.array([[2, 7, 9]]), "decoder").shape)
+        (1, 3, 8)
+        """
+        tokens = self.token_embedding(token_ids)  # (B, T, d_model), the shared matrix
+        tokens = tokens * math.sqrt(self.token_embedding.output_dim)
+        positions = getattr(self, f"{side}_position_embedding")(tokens, start_index=start_index)
+        return getattr(self, f"{side}_embeddings_dropout")(tokens + positions, training=training)
+
+    def encode(self, encoder_token_ids, training=False):
+        """The encoder stack (sec. 3.1): the memory the decoder attends to.
+
+        Args:
+            encoder_token_ids: int `(batch, source_length)`, `padding_id` for padding.
+            training: bool. Whether dropout is active. Defaults to `False`.
 
         Returns:
             `(batch, source_length, hidden_dim)`.
 
         Example:
 
-        >>> import numpy as np
         >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
         ...                     intermediate_dim=16, num_heads=2)
         >>> tuple(model.encode(np.array([[5, 6, 3, 0]])).shape)
         (1, 4, 8)
         """
-        self._check_token_ids(encoder_token_ids, "encoder_token_ids")
-        return encode(self, encoder_token_ids, self.padding_id, training)
+        self.check_token_ids(encoder_token_ids, "encoder_token_ids")
+        padding_mask = ops.not_equal(encoder_token_ids, self.padding_id)
+        x = self.embed(encoder_token_ids, "encoder", training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+        return x
 
     def decode(self, decoder_token_ids, memory, encoder_token_ids, training=False):
-        """The decoder stack and output projection over a whole target prefix
-        (sec. 3.1, 3.4), given the encoder's `memory`.
+        """The decoder stack and the output projection over a whole target
+        prefix (sec. 3.1, 3.4), given the encoder's `memory`.
 
         Args:
-            decoder_token_ids: `(batch, target_length)`, starting with `start_id`.
+            decoder_token_ids: int `(batch, target_length)`, starting with `start_id`.
             memory: `(batch, source_length, hidden_dim)`, from `encode`.
-            encoder_token_ids: the source ids (their padding is masked).
-            training: whether dropout is active.
+            encoder_token_ids: int `(batch, source_length)`: their padding is masked.
+            training: bool. Whether dropout is active. Defaults to `False`.
 
         Returns:
             float32 logits `(batch, target_length, vocabulary_size)`.
 
         Example:
 
-        >>> import numpy as np
         >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
         ...                     intermediate_dim=16, num_heads=2)
         >>> source = np.array([[5, 6, 3, 0]])
-        >>> logits = model.decode(np.array([[2, 7]]), model.encode(source), source)
-        >>> tuple(logits.shape)
+        >>> tuple(model.decode(np.array([[2, 7]]), model.encode(source), source).shape)
         (1, 2, 20)
         """
-        self._check_token_ids(decoder_token_ids, "decoder_token_ids")
-        return decode(self, decoder_token_ids, memory, encoder_token_ids, self.padding_id, training)
-
-    # === Step-by-step decoding (sec. 6.1) ===
-
-    def initial_cache(self, encoder_token_ids, max_length):
-        """Encodes the source once and prepares the decoder's key/value caches.
-
-        Args:
-            encoder_token_ids: `(batch, source_length)` ids.
-            max_length: the number of decoder positions the cache holds (an int).
-
-        Returns:
-            A flat dict of tensors, each with leading dimension batch:
-            `encoder_padding_mask` `(batch, source_length)` (int32, 1 for real
-            tokens); per decoder layer `i`, the encoder-decoder attention's
-            keys and values `cross_key_{i}` / `cross_value_{i}`
-            `(batch, source_length, h, d_k | d_v)`, computed once, and the
-            self-attention caches `self_key_{i}` / `self_value_{i}`
-            `(batch, max_length, h, d_k | d_v)`, zeros.
-
-        Example:
-
-        >>> import numpy as np
-        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
-        ...                     intermediate_dim=16, num_heads=2)
-        >>> cache = model.initial_cache(np.array([[5, 6, 3, 0]]), max_length=6)
-        >>> sorted(cache)
-        ['cross_key_0', 'cross_value_0', 'encoder_padding_mask', 'self_key_0', 'self_value_0']
-        >>> tuple(cache["cross_key_0"].shape), tuple(cache["self_key_0"].shape)
-        ((1, 4, 2, 4), (1, 6, 2, 4))
-        """
-        check_positions_fit(0, max_length, self.max_sequence_length, "decoder_token_ids")
-        encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
-        memory = self.encode(encoder_token_ids)
-        batch_size = ops.shape(encoder_token_ids)[0]
-        cache = {
-            "encoder_padding_mask": ops.cast(ops.not_equal(encoder_token_ids, self.padding_id), "int32")
-        }
-        for i, layer in enumerate(self.decoder_layers):
-            attention = layer.self_attention
-            cache[f"cross_key_{i}"], cache[f"cross_value_{i}"] = (
-                layer.cross_attention.compute_key_value(memory)
-            )
-            for part, head_dim in (("key", attention.key_dim), ("value", attention.value_dim)):
-                cache[f"self_{part}_{i}"] = ops.zeros(
-                    (batch_size, max_length, attention.num_heads, head_dim), self.compute_dtype
-                )
-        return cache
-
-    def next_token_logits(self, token_ids, cache, index):
-        """One decoder step with the key/value cache: the logits for position
-        `index + 1` given the tokens at positions `0 .. index` (sec. 6.1).
-
-        Uses only `keras.ops`, so it runs inside `ops.while_loop` and compiled
-        functions on every backend (the signature `kzoo`'s beam and greedy
-        search consume).
-
-        Args:
-            token_ids: `(batch,)` the tokens at position `index`.
-            cache: the dict from `initial_cache` (or the previous step).
-            index: the position of `token_ids`, a scalar int or tensor.
-
-        Returns:
-            `(logits, cache)`: float32 `(batch, vocabulary_size)` and the cache
-            with this step's self-attention keys and values written at `index`.
-
-        Example:
-
-        >>> import numpy as np
-        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
-        ...                     intermediate_dim=16, num_heads=2, dropout=0.0)
-        >>> source = np.array([[5, 6, 3, 0]])
-        >>> cache = model.initial_cache(source, max_length=2)
-        >>> _, cache = model.next_token_logits(np.array([2]), cache, 0)
-        >>> step, cache = model.next_token_logits(np.array([7]), cache, 1)
-        >>> full = model({"encoder_token_ids": source, "decoder_token_ids": np.array([[2, 7]])})
-        >>> bool(np.allclose(ops.convert_to_numpy(step), ops.convert_to_numpy(full)[:, 1], atol=1e-5))
-        True
-        """
-        x = embed(self, ops.expand_dims(token_ids, 1), "decoder", start_index=index)  # (B, 1, d)
-        cache = dict(cache)
-        for i, layer in enumerate(self.decoder_layers):
-            x, (cache[f"self_key_{i}"], cache[f"self_value_{i}"]) = layer(
+        self.check_token_ids(decoder_token_ids, "decoder_token_ids")
+        x = self.embed(decoder_token_ids, "decoder", training=training)
+        for layer in self.decoder_layers:
+            x = layer(
                 x,
-                encoder_padding_mask=cache["encoder_padding_mask"],
-                self_attention_cache=(cache[f"self_key_{i}"], cache[f"self_value_{i}"]),
-                self_attention_cache_update_index=index,
-                cross_attention_cache=(cache[f"cross_key_{i}"], cache[f"cross_value_{i}"]),
+                memory,
+                decoder_padding_mask=ops.not_equal(decoder_token_ids, self.padding_id),
+                encoder_padding_mask=ops.not_equal(encoder_token_ids, self.padding_id),
+                training=training,
             )
-        return vocabulary_logits(self, x)[:, 0, :], cache
+        return self.vocabulary_logits(x)
 
-    def generate(self, encoder_token_ids, beam_size=4, length_penalty=0.6, max_length=None):
-        """Translates: beam search with the GNMT length penalty (sec. 6.1: beam
-        size 4, α = 0.6, at most input length + 50 tokens, early stop), or
-        greedy decoding with `beam_size=1`.
+    def vocabulary_logits(self, x):
+        """`x W_e^T` with the shared embedding matrix (sec. 3.4), in float32 for the softmax.
 
         Args:
-            encoder_token_ids: `(batch, source_length)` source ids, 0 for padding.
-            beam_size: beams per example; 1 is greedy search.
-            length_penalty: α of `((5 + |Y|) / 6)^α`.
-            max_length: the most tokens generated per example. None: each
-                row's number of non-padding source tokens + 50 (sec. 6.1), in a
-                buffer of the padded source length + 50 (at most
-                `max_sequence_length`, which is the buffer when the source
-                length is unknown at trace time).
+            x: `(batch, length, hidden_dim)`, the decoder's output.
 
         Returns:
-            int32 `(batch, max_length)`: the tokens after the start token, the
-            end token included, then padding.
+            float32 `(batch, length, vocabulary_size)`.
 
         Example:
 
-        >>> import numpy as np
         >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
         ...                     intermediate_dim=16, num_heads=2)
-        >>> tokens = model.generate(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]), beam_size=2, max_length=5)
-        >>> tuple(tokens.shape)  # without max_length: (2, 54), padded source length 4 + 50
-        (2, 5)
+        >>> tuple(model.vocabulary_logits(np.zeros((1, 3, 8), "float32")).shape)
+        (1, 3, 20)
         """
-        encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
-        self._check_token_ids(encoder_token_ids, "encoder_token_ids")
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be at least 1 (1 is greedy search); got {beam_size}.")
-        limit_by_source = max_length is None
-        if limit_by_source:
-            # The output buffer needs a static size: the whole position table
-            # when the source length is unknown at trace time (a TensorFlow
-            # graph with a `None` length). Each row still stops at its own limit.
-            source_length = encoder_token_ids.shape[1]
-            buffer_length = self.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
-            max_length = min(buffer_length, self.max_sequence_length)
-        check_positions_fit(0, max_length, self.max_sequence_length, "decoder_token_ids")
-        if "_inference_search" not in self.__dict__:  # not a tracked attribute
-            self.__dict__["_inference_search"] = inference_function(self._search)
-        return self._inference_search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
+        return ops.cast(self.token_embedding(x, reverse=True), "float32")
 
-    def _search(self, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source):
-        """`generate` after its checks: encode once, then search (sec. 6.1)."""
-        from kzoo.models.transformer.beam_search import beam_search, greedy_search  # noqa: PLC0415
+    def check_token_ids(self, token_ids, name):
+        """`ValueError`s, the same on every backend, for ids outside the
+        vocabulary and sequences longer than `max_sequence_length`, wherever
+        the values or the length are known (eager calls; static shapes).
 
-        length_limits = None
-        if limit_by_source:
-            source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, self.padding_id), "int32"), axis=1)
-            length_limits = ops.minimum(source_lengths + EXTRA_OUTPUT_LENGTH, max_length)
-        cache = self.initial_cache(encoder_token_ids, max_length)
-        start_ids = ops.full((ops.shape(encoder_token_ids)[0],), self.start_id, "int32")
-        search_arguments = dict(
-            end_id=self.end_id, padding_id=self.padding_id, max_length=max_length, length_limits=length_limits
-        )
-        if beam_size == 1:
-            return greedy_search(self.next_token_logits, cache, start_ids, **search_arguments)
-        return beam_search(
-            self.next_token_logits, cache, start_ids,
-            beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
-        )
+        Args:
+            token_ids: int `(batch, length)`.
+            name: str. The ids' name in the messages.
 
-    def _check_token_ids(self, token_ids, name):
+        Example:
+
+        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+        ...                     intermediate_dim=16, num_heads=2, max_sequence_length=4)
+        >>> model.check_token_ids(np.array([[5, 6, 3, 0, 0]]), "encoder_token_ids")
+        Traceback (most recent call last):
+        ...
+        ValueError: ...
+        """
         check_ids_in_range(token_ids, self.vocabulary_size, name)
         shape = getattr(token_ids, "shape", np.shape(token_ids))
         length = shape[-1] if len(shape) else None
         if isinstance(length, int):  # static (eager, or compiled on JAX and torch)
             check_positions_fit(0, length, self.max_sequence_length, name)
 
-    # === Training recipe (sec. 5.3, 5.4) ===
+    # === Step-by-step decoding (sec. 6.1), in transformer_generation.py ===
 
-    def fit(self, x=None, y=None, *args, **kwargs):
-        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
-        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
-        return super().fit(x, y, *args, **task_inputs.fit_keywords_for(x, args, kwargs))
+    initial_cache = transformer_generation.initial_cache
+    next_token_logits = transformer_generation.next_token_logits
+    generate = transformer_generation.generate
+
+    # === Training recipe (sec. 5.3, 5.4) ===
 
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
         """Compiles with the paper's recipe unless told otherwise (sec. 5.3, 5.4).
@@ -477,13 +358,6 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
         >>> round(float(model.optimizer.beta_2), 2), type(model.loss).__name__
         (0.98, 'LabelSmoothedCrossEntropy')
         """
-        from kzoo.models.transformer.transformer_loss import (  # noqa: PLC0415
-            LabelSmoothedCrossEntropy,
-            MaskedAccuracy,
-            TokenPerplexity,
-        )
-        from kzoo.models.transformer.transformer_optimizer import transformer_optimizer  # noqa: PLC0415
-
         if optimizer is None:
             optimizer = transformer_optimizer(self.hidden_dim)
         if loss == "auto":
@@ -491,12 +365,6 @@ class Transformer(CompileDefaults, FunctionalBackbone, keras.Model):
         if metrics == "auto":
             metrics = [MaskedAccuracy(self.padding_id), TokenPerplexity(self.padding_id)]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-
-    def compile_from_config(self, config):
-        # `.keras` loading: Keras skips a custom `compile` unless asked here.
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
 
 
 def position_layer(position_encoding, max_sequence_length, hidden_dim, dtype, name):

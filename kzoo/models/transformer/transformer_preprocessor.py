@@ -9,11 +9,12 @@ eagerly, its outputs feed `kzoo.Transformer` on TensorFlow, JAX or PyTorch.
 import keras
 import tensorflow as tf
 
-from kzoo.preprocessor_parts import PreprocessorWithTokenizer
+from kzoo.models.preprocessor import Preprocessor
+from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class TransformerPreprocessor(PreprocessorWithTokenizer):
+class TransformerPreprocessor(Preprocessor):
     """Tokenizes translation pairs into the Transformer's inputs and labels (sec. 3, Figure 1).
 
     With `full = [BOS] + target ids + [EOS]`:
@@ -27,19 +28,22 @@ class TransformerPreprocessor(PreprocessorWithTokenizer):
       sequence, so its labels do not end with an `[EOS]` that the text lacks.
 
     Args:
-        tokenizer: a `kzoo.models.transformer.TransformerTokenizer` (any
-            tokenizer with `padding_id`, `start_id` and `end_id`).
-        source_length: the most encoder tokens, `[EOS]` included.
-        target_length: the most decoder tokens (and labels).
-        pad: True pads every output with `padding_id` to `source_length` /
-            `target_length` (fixed shapes); False keeps each example's own
-            length (1-D per example, ragged for a batch), for
-            `kzoo.data.batch_by_length` (sec. 5.1: batches by approximate length).
+        tokenizer: `kzoo.TransformerTokenizer`, or any tokenizer with
+            `padding_id`, `start_id` and `end_id`.
+        source_length: int. The most encoder tokens, `[EOS]` included.
+            Defaults to `256`.
+        target_length: int. The most decoder tokens (and labels). Defaults to `256`.
+        pad: bool. True pads every output with `padding_id` to
+            `source_length` / `target_length` (fixed shapes); False keeps each
+            example's own length (1-D per example, ragged for a batch), for
+            `kzoo.data.batch_by_length` (sec. 5.1: batches by approximate
+            length). Defaults to `True`.
 
     Call arguments:
-        source: a batch of source strings (list, numpy array or `tf.string`
+        source: a batch of source strings (list, NumPy array or `tf.string`
             tensor) or a single string (as in `tf.data.Dataset.map`).
         target: the target strings, aligned with `source`, or None.
+            Defaults to `None`.
 
     Returns:
         With a target, `({"encoder_token_ids", "decoder_token_ids"}, labels)`;
@@ -64,7 +68,7 @@ class TransformerPreprocessor(PreprocessorWithTokenizer):
     ([4, 5, 6, 3], [2, 6], [6, 3])
     """
 
-    config_fields = ("source_length", "target_length", "pad")
+    tokenizer_class = TransformerTokenizer
 
     def __init__(self, tokenizer, source_length=256, target_length=256, pad=True):
         if source_length < 2 or target_length < 1:
@@ -78,13 +82,12 @@ class TransformerPreprocessor(PreprocessorWithTokenizer):
                 f"TransformerPreprocessor needs a tokenizer with padding_id, start_id and end_id "
                 f"(a kzoo TransformerTokenizer); {type(tokenizer).__name__} lacks {missing}."
             )
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.source_length = int(source_length)
         self.target_length = int(target_length)
         self.pad = bool(pad)
 
-    @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
-    def __call__(self, source, target=None):
+    def call(self, source, target=None):
         source_ids, scalar = self._tokenize(source)
         end = self._column(source_ids, self.tokenizer.end_id)
         encoder = tf.concat([source_ids[:, : self.source_length - 1], end], axis=1)

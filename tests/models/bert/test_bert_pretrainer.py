@@ -593,10 +593,10 @@ def test_preset_directory_keeps_heads_and_tokenizer(tmp_path):
 
 
 def test_output_positions_do_not_mix_with_every_layers_outputs():
-    from kzoo.models.bert.bert_backbone import encode
-
     model = tiny_pretrainer()
     features, _ = batch()
-    inputs = {k: features[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    embeddings = model.backbone.embed(features)
     with pytest.raises(ValueError, match="cannot be combined with `return_hidden_states`"):
-        encode(model.backbone, inputs, return_hidden_states=True, output_positions=features["mask_positions"])
+        model.backbone.encode(
+            embeddings, features["padding_mask"], return_hidden_states=True, output_positions=features["mask_positions"]
+        )

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from kzoo import BertTokenizer
 from kzoo.models.bert.bert_token_classifier_preprocessor import BertTokenClassifierPreprocessor
-from kzoo.models.bert.bio_tags import bio_entities, entity_f1
+from kzoo.models.bert.bert_bio_tags import bio_entities, entity_f1
 
 VOCABULARY = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",  # 0-4

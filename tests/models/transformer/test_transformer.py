@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from kzoo.models.transformer.transformer import Transformer, embed
+from kzoo.models.transformer.transformer import Transformer
 from tests.layers.numpy_reference import randomize_weights
 
 TINY = dict(
@@ -75,7 +75,7 @@ def test_three_way_weight_tying():
     )
     # The final decoder state, by hand through the same layers.
     memory = model.encode(SOURCE)
-    x = embed(model, TARGET, "decoder")
+    x = model.embed(TARGET, "decoder")
     for layer in model.decoder_layers:
         x = layer(x, memory, decoder_padding_mask=TARGET != 0, encoder_padding_mask=SOURCE != 0)
     expected = to_numpy(x) @ to_numpy(model.token_embedding.embeddings).T
@@ -105,7 +105,7 @@ def test_embeddings_are_scaled_and_get_sinusoids(side):
     model = tiny_model()
     ids = np.array([[7, 7, 12, 30, 1, 39]], "int32")
     table = to_numpy(model.token_embedding.embeddings)
-    embedded = to_numpy(embed(model, ids, side))[0]
+    embedded = to_numpy(model.embed(ids, side))[0]
     position_part = embedded - 4.0 * table[ids[0]]  # sqrt(16) = 4
     # Position 0 is (sin 0, cos 0, ...) = (0, 1, 0, 1, ...).
     np.testing.assert_allclose(position_part[0], np.tile([0.0, 1.0], 8), atol=1e-6)
@@ -124,7 +124,7 @@ def test_learned_positions_add_one_table_per_stack():
     table = to_numpy(model.token_embedding.embeddings)
     for side, positions in (("encoder", encoder_table), ("decoder", decoder_table)):
         expected = 4.0 * table[ids[0]] + positions[:3]
-        np.testing.assert_allclose(to_numpy(embed(model, ids, side))[0], expected, atol=1e-6)
+        np.testing.assert_allclose(to_numpy(model.embed(ids, side))[0], expected, atol=1e-6)
 
 
 def test_call_equals_encode_then_decode():

@@ -15,7 +15,7 @@ import torch
 from keras import ops
 
 from kzoo.layers import TransformerDecoderBlock, TransformerEncoderBlock
-from kzoo.models.transformer.transformer import Transformer, embed
+from kzoo.models.transformer.transformer import Transformer
 from tests.layers.numpy_reference import randomize_weights
 
 torch.set_num_threads(1)
@@ -156,8 +156,8 @@ def models():
 def torch_forward(reference, model):
     """torch.nn.Transformer on kzoo's embeddings (sqrt(d_model) · E + PE), with
     the paper's padding and causal masks; returns (memory, decoder output)."""
-    source_embedded = torch_tensor(to_numpy(embed(model, SOURCE, "encoder")).astype("float32"))
-    target_embedded = torch_tensor(to_numpy(embed(model, TARGET, "decoder")).astype("float32"))
+    source_embedded = torch_tensor(to_numpy(model.embed(SOURCE, "encoder")).astype("float32"))
+    target_embedded = torch_tensor(to_numpy(model.embed(TARGET, "decoder")).astype("float32"))
     masks = dict(
         src_key_padding_mask=torch_tensor(SOURCE == 0),
         memory_key_padding_mask=torch_tensor(SOURCE == 0),

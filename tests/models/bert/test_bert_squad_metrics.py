@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from kzoo import BertTokenizer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
-from kzoo.models.bert.squad import (
+from kzoo.models.bert.bert_squad_metrics import (
     best_span,
     decode_answers,
     exact_match,

@@ -1,0 +1,168 @@
+"""The base class of kzoo's backbones: a network built from its hyper-parameters."""
+
+import keras
+import tensorflow as tf
+
+from kzoo import fast_paths, presets
+from kzoo.models import serialization
+
+
+class Backbone(keras.Model):
+    """A network built from its hyper-parameters as a functional `keras.Model`.
+
+    A subclass's `__init__` reads in three parts, as KerasHub's backbones do:
+    the layers and hyper-parameters, set as attributes; the functional graph,
+    built by calling the subclass's own forward methods on `keras.Input`s (so
+    the graph and every eager path run the same code); then
+    `super().__init__(inputs, outputs, dtype=dtype, **kwargs)`. Layers set
+    before that call are tracked once the model exists (torch cannot track
+    them earlier), in the order they were set, so variable paths are
+    deterministic.
+
+    The constructor arguments are the config: `get_config` reads each named
+    parameter of the subclass's `__init__` from the attribute of the same
+    name, plus `name`, `trainable` and the dtype policy. `from_preset` and
+    `save_to_preset` read and write preset directories (`config.json`,
+    `model.weights.h5`, KerasHub's layout). `jit_compile="auto"` means XLA on
+    TensorFlow as on JAX (`kzoo.fast_paths.auto_jit_compile`); `fit` on a
+    `tf.data.Dataset` leaves the shuffling to the dataset.
+
+    Args:
+        inputs: a `keras.Input` or a dict of them. The graph's inputs.
+        outputs: a tensor or a dict of tensors. The graph's outputs.
+        dtype: str or `keras.DTypePolicy`. The model's dtype policy (e.g.
+            `"mixed_bfloat16"`), also its layers'. Defaults to `None`, the
+            global policy.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Example:
+
+    >>> class TinyBackbone(Backbone):
+    ...     def __init__(self, hidden_dim, dtype=None, **kwargs):
+    ...         self.dense = keras.layers.Dense(hidden_dim, dtype=dtype, name="dense")
+    ...         self.hidden_dim = hidden_dim
+    ...         inputs = keras.Input((4,), name="features")
+    ...         super().__init__(inputs, self.dense(inputs), dtype=dtype, **kwargs)
+    >>> backbone = TinyBackbone(hidden_dim=3, dtype="mixed_bfloat16")
+    >>> config = backbone.get_config()
+    >>> config["hidden_dim"], config["dtype"]["config"]["name"]
+    (3, 'mixed_bfloat16')
+    >>> TinyBackbone.from_config(config).get_config() == config
+    True
+    """
+
+    def __init__(self, inputs, outputs, dtype=None, **kwargs):
+        layers_set_early = self.__dict__.pop("_layers_set_before_init", [])
+        self.__dict__["_keras_init_started"] = True
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        for name in layers_set_early:
+            setattr(self, name, self.__dict__.pop(name))  # tracked now, in the order set
+        if dtype is not None:
+            # The functional constructor drops `dtype`: without this the model's
+            # own policy (and so `get_config()["dtype"]`) stays the global one.
+            self.dtype_policy = keras.dtype_policies.get(dtype)
+
+    def __setattr__(self, name, value):
+        if "_keras_init_started" in self.__dict__:
+            return super().__setattr__(name, value)
+        # Before `keras.Model.__init__`, which torch needs before it can track a
+        # layer: stored as is, and layers set again by `__init__`.
+        self.__dict__[name] = value
+        if _holds_layers(value):
+            self.__dict__.setdefault("_layers_set_before_init", []).append(name)
+
+    # === Config ===
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **serialization.constructor_config(self, skip=("dtype",)),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return serialization.from_constructor_config(cls, config)
+
+    # === Presets ===
+
+    @classmethod
+    def from_preset(cls, preset, /, **overrides):
+        """The model from a built-in preset name or a preset directory;
+        keyword arguments override its config.
+
+        A name gives the paper's architecture with random weights (a warning
+        says so); unknown names raise a `ValueError` listing close matches,
+        see `kzoo.list_presets()`. A directory written by `save_to_preset`
+        (str or `os.PathLike`) gives the saved model with its weights; a BERT
+        checkpoint in another format (Hugging Face, google-research, KerasHub)
+        is converted.
+
+        Args:
+            preset: str or `os.PathLike`. A preset name or directory.
+            **overrides: config fields to change (e.g. `max_sequence_length`, `dtype`).
+
+        Returns:
+            An instance of the class `from_preset` is called on.
+
+        Example:
+
+        >>> import warnings
+        >>> from kzoo import BertBackbone
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     backbone = BertBackbone.from_preset("bert_tiny", max_sequence_length=128)
+        >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
+        (2, 128, 128)
+        """
+        return presets.from_preset_for(cls, preset, **overrides)
+
+    def save_to_preset(self, preset_dir, format="kzoo"):
+        """Saves `config.json`, `model.weights.h5` and `metadata.json` into
+        `preset_dir`, KerasHub's layout; `from_preset(preset_dir)` loads them
+        back. A BERT backbone also exports with `format="huggingface"`
+        (`config.json` and `model.safetensors`, which `transformers.BertModel` loads).
+
+        Args:
+            preset_dir: str or `os.PathLike`. A new or empty directory, or a preset directory.
+            format: str. `"kzoo"` or `"huggingface"`. Defaults to `"kzoo"`.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> path = tempfile.mkdtemp()
+        >>> backbone.save_to_preset(path)
+        >>> BertBackbone.from_preset(path).get_config() == backbone.get_config()
+        True
+        >>> backbone.save_to_preset(tempfile.mkdtemp(), format="huggingface")
+        """
+        presets.save_backbone(self, preset_dir, format=format)
+
+    # === Training ===
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, **kwargs):
+        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
+        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
+        shuffle = shuffle and not isinstance(x, tf.data.Dataset)
+        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                           shuffle, **kwargs)
+
+
+    def _resolve_auto_jit_compile(self):
+        # Keras' trainer asks this for `jit_compile="auto"`.
+        return fast_paths.auto_jit_compile(self, super()._resolve_auto_jit_compile)
+
+    def compile_from_config(self, config):
+        # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.
+        serialization.recompile(self, config)
+
+
+def _holds_layers(value):
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(item, keras.layers.Layer) for item in value)
+    return isinstance(value, keras.layers.Layer)

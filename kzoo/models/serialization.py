@@ -1,0 +1,112 @@
+"""Configs of kzoo's models and preprocessors: their constructor arguments.
+
+`kzoo.models.Backbone`, `kzoo.models.Task` and `kzoo.models.Preprocessor`
+each write `get_config` / `from_config` once, with these functions: a config
+holds the value of every named constructor parameter, read from the attribute
+of the same name, with Keras objects (a backbone, a preprocessor, a tokenizer,
+a dtype policy) serialized; `from_config` deserializes them and calls the
+constructor. A subclass adds a parameter by storing it under its own name.
+"""
+
+import inspect
+
+import keras
+
+
+def constructor_parameters(cls, skip=()):
+    """The names of `cls.__init__`'s named parameters, in order, without `skip`.
+
+    Args:
+        cls: type. A class.
+        skip: tuple of str. Names to leave out. Defaults to `()`.
+
+    Returns:
+        A tuple of str (`self`, `*args` and `**kwargs` left out).
+
+    Example:
+
+    >>> class Head:
+    ...     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+    ...         pass
+    >>> constructor_parameters(Head, skip=("backbone",))
+    ('num_classes', 'dropout')
+    """
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in parameters if p.kind in named and p.name not in skip)
+
+
+def constructor_config(obj, skip=()):
+    """`{parameter: value}` for `obj`'s constructor, read from its attributes;
+    objects with a `get_config` are serialized with
+    `keras.saving.serialize_keras_object`.
+
+    Args:
+        obj: object. An instance whose constructor arguments are attributes.
+        skip: tuple of str. Parameters to leave out. Defaults to `()`.
+
+    Returns:
+        A dict, in the constructor's parameter order.
+
+    Example:
+
+    >>> class Pair:
+    ...     def __init__(self, first, second=2):
+    ...         self.first, self.second = first, second
+    >>> constructor_config(Pair(1))
+    {'first': 1, 'second': 2}
+    """
+    config = {}
+    for name in constructor_parameters(type(obj), skip):
+        value = getattr(obj, name)
+        config[name] = keras.saving.serialize_keras_object(value) if hasattr(value, "get_config") else value
+    return config
+
+
+def from_constructor_config(cls, config):
+    """`cls(**config)` with every serialized Keras object in `config` (a dict
+    with `class_name` and `config`) deserialized first.
+
+    Args:
+        cls: type. The class to build.
+        config: dict. What `constructor_config` (plus `name`, `trainable`, ...) gave.
+
+    Returns:
+        A `cls`.
+
+    Example:
+
+    >>> policy = keras.dtype_policies.serialize(keras.DTypePolicy("bfloat16"))
+    >>> from_constructor_config(dict, {"dtype": policy})["dtype"].name
+    'bfloat16'
+    """
+    config = {
+        key: keras.saving.deserialize_keras_object(value) if _is_serialized(value) else value
+        for key, value in config.items()
+    }
+    return cls(**config)
+
+
+def _is_serialized(value):
+    return isinstance(value, dict) and "class_name" in value and "config" in value
+
+
+def recompile(model, config):
+    """Compiles `model` from the compile config of a `.keras` file, its
+    optimizer (with its schedule) restored and built: `compile_from_config`
+    of kzoo's models, whose own `compile` Keras would otherwise skip.
+
+    Args:
+        model: keras.Model. The model being loaded.
+        config: dict. The serialized arguments of its `compile`.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> recompile(model, keras.saving.serialize_keras_object({"optimizer": "adam", "loss": "mse"}))
+    >>> type(model.optimizer).__name__
+    'Adam'
+    """
+    model.compile(**keras.saving.deserialize_keras_object(config))
+    if model.built:
+        model.optimizer.build(model.trainable_variables)

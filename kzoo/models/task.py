@@ -1,0 +1,402 @@
+"""The base class of kzoo's task models: a backbone, a head, a training recipe.
+
+With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
+(lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
+them), packed by TensorFlow on the CPU outside the compiled model: text in
+memory by `Preprocessor.preprocess_in_memory`, a dataset by `dataset.map`.
+Packed inputs (a dict) go straight to the model. Integer labels are checked
+before the first step: in memory with a `ValueError`, in a dataset by
+assertions that fail its first bad batch with the same message.
+"""
+
+import math
+import types
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kzoo import fast_paths, presets
+from kzoo.jax_state_recovery import keep_state_on_error
+from kzoo.models import serialization
+from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
+
+PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
+IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
+
+
+class Task(keras.Model):
+    """A backbone with a head and its training recipe, trained on raw text.
+
+    A subclass builds its head on the backbone in a functional graph and calls
+    `super().__init__(inputs, outputs, backbone=..., preprocessor=...)`; it
+    stores its other constructor arguments as attributes of the same name
+    (they are its config, with the backbone and preprocessor serialized). It
+    declares `preprocessor_class`, the preprocessor a tokenizer (or another
+    preprocessor of the family) is turned into, and its recipe:
+    `default_optimizer(total_steps)`, `default_loss()`, `default_metrics()`,
+    and `label_bounds(packed)` for the label checks.
+
+    A task not compiled compiles itself with its recipe at its first `fit` or
+    `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
+    optimizer's schedule follows the number of steps of that `fit`. On JAX, a
+    `fit`/`evaluate`/`predict` that raises leaves the model usable
+    (`kzoo.jax_state_recovery`); `jit_compile="auto"` means XLA on TensorFlow
+    as on JAX (`kzoo.fast_paths.auto_jit_compile`).
+
+    Args:
+        inputs: dict of `keras.Input`s. The graph's inputs.
+        outputs: a tensor or a dict of tensors. The graph's outputs.
+        backbone: `kzoo.models.Backbone`. The network, kept as `self.backbone`.
+        preprocessor: `kzoo.models.Preprocessor`, a tokenizer, or None. Kept,
+            as a `preprocessor_class`, as `self.preprocessor`. Defaults to `None`.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Example (through a subclass):
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"])
+    >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, max_sequence_length=8)
+    >>> model = BertClassifier(backbone, num_classes=2, preprocessor=tokenizer)
+    >>> isinstance(model, Task), sorted(model.get_config())
+    (True, ['backbone', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
+    >>> model.predict(["good", "bad good"], verbose=0).shape  # raw text, packed by the preprocessor
+    (2, 2)
+    >>> path = tempfile.mkdtemp()
+    >>> model.save_to_preset(path)
+    >>> BertClassifier.from_preset(path, sequence_length=6).preprocessor.sequence_length
+    6
+    """
+
+    preprocessor_class = None
+    default_sequence_length = 512  # a tokenizer's preprocessor packs min(this, the position table)
+
+    def __init__(self, inputs, outputs, backbone, preprocessor=None, **kwargs):
+        preprocessor = self.adapt_preprocessor(preprocessor, backbone)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+
+    # === The recipe (overridden by subclasses) ===
+
+    def default_optimizer(self, total_steps=None):
+        """The optimizer of `compile(optimizer=None)` (here Keras' default),
+        scheduled over `total_steps` (known at the first `fit`) if not None."""
+        return "rmsprop"
+
+    def default_loss(self):
+        """The loss of `compile(loss="auto")`; None: no training objective."""
+        return None
+
+    def default_metrics(self):
+        """The metrics of `compile(metrics="auto")`."""
+        return None
+
+    def label_bounds(self, packed):
+        """`(low, high)`: integer labels must lie in `[low, high)`; None: not
+        checked. `packed`: whether they go with packed inputs or raw text."""
+        return None
+
+    def _label_meaning(self):
+        return f"num_classes={getattr(self, 'num_classes', '?')}"
+
+    # === Preprocessor ===
+
+    @classmethod
+    def preprocessor_for(cls, tokenizer, sequence_length):
+        """A `preprocessor_class` for `tokenizer`, packing `sequence_length` tokens."""
+        return cls.preprocessor_class(tokenizer, sequence_length=sequence_length)
+
+    @classmethod
+    def adapt_preprocessor(cls, preprocessor, backbone):
+        """`preprocessor` as a `cls.preprocessor_class`, checked against `backbone`.
+
+        A tokenizer gets a preprocessor of `default_sequence_length` tokens
+        (at most the backbone's position table); another preprocessor of the
+        family (e.g. one saved with another task) keeps its tokenizer and
+        `sequence_length`. Both must fit the backbone (`Preprocessor.check_fits`).
+        """
+        if preprocessor is None:
+            return None
+        tokenizer_class = cls.preprocessor_class.tokenizer_class
+        if isinstance(preprocessor, tokenizer_class):
+            length = min(backbone.max_sequence_length, cls.default_sequence_length)
+            preprocessor = cls.preprocessor_for(preprocessor, length)
+        elif not isinstance(preprocessor, cls.preprocessor_class):
+            if not isinstance(getattr(preprocessor, "tokenizer", None), tokenizer_class) or not hasattr(
+                preprocessor, "sequence_length"
+            ):
+                raise ValueError(
+                    f"{cls.__name__} takes a preprocessor=kzoo.{cls.preprocessor_class.__name__} "
+                    f"(or another preprocessor with a kzoo.{tokenizer_class.__name__}, or the "
+                    f"tokenizer itself); got {type(preprocessor).__name__}."
+                )
+            preprocessor = cls.preprocessor_for(preprocessor.tokenizer, preprocessor.sequence_length)
+        preprocessor.check_fits(backbone)
+        return preprocessor
+
+    def set_sequence_length(self, sequence_length):
+        """Packs text to `sequence_length` tokens from now on (a new
+        `preprocessor_for` the same tokenizer), within the position table."""
+        if not 3 <= sequence_length <= self.backbone.max_sequence_length:
+            raise ValueError(
+                f"sequence_length={sequence_length} must lie in [3, "
+                f"{self.backbone.max_sequence_length}] (the backbone's position table)."
+            )
+        self.preprocessor = self.preprocessor_for(self._require_preprocessor().tokenizer, int(sequence_length))
+
+    def _require_preprocessor(self):
+        if self.preprocessor is None:
+            raise ValueError(
+                f"This {type(self).__name__} has no preprocessor, so it takes packed inputs only "
+                f"(a dict with {list(self.input)}). For raw text, build it with "
+                f"preprocessor=kzoo.{self.preprocessor_class.__name__}(tokenizer, sequence_length) "
+                "or load it from a preset directory that holds a tokenizer."
+            )
+        return self.preprocessor
+
+    # === Data ===
+
+    def complete_inputs(self, inputs):
+        """Packed `inputs` (a dict) with the backbone's defaults filled in by
+        `backbone.complete_inputs`; the task's own inputs kept."""
+        names = set(self.backbone.input)
+        completed = self.backbone.complete_inputs({k: v for k, v in inputs.items() if k in names})
+        return {**inputs, **completed}
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
+        """Keras' `x, y, sample_weight, batch_size`, with raw text packed and labels checked."""
+        arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
+        if isinstance(x, tf.data.Dataset):
+            return {**arguments, "x": self._map_dataset(x)}
+        if not isinstance(x, IN_MEMORY):  # packed inputs, a generator, a PyDataset, None
+            self._check_labels(y, packed=True)
+            return {**arguments, "x": self._check_packed(x) if isinstance(x, dict) else x}
+        preprocessor = self._require_preprocessor()
+        x, y, sample_weight = to_tensors(x), to_tensors(y), to_tensors(sample_weight)
+        self._check_labels(y, packed=False)
+        x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
+        return {**arguments, "x": x, "y": y, "sample_weight": sample_weight}
+
+    def _map_dataset(self, dataset):
+        """A `tf.data.Dataset` of raw text packed by the preprocessor (labels
+        asserted in the pipeline); one of packed inputs with its labels asserted."""
+        spec = dataset.element_spec
+        features = spec[0] if isinstance(spec, tuple) else spec
+        if isinstance(features, dict):
+            if self.label_bounds(packed=True) is None or not isinstance(spec, tuple) or len(spec) < 2:
+                return dataset
+            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, packed=True), *w))
+        preprocessor = self._require_preprocessor()
+        first = features[0] if isinstance(features, tuple) else features
+        if first.shape.rank == 0:
+            raise ValueError(
+                f"{type(self).__name__} takes batched datasets: call `dataset.batch(32)` first "
+                "(fine-tuning runs on batches, e.g. of 16 or 32)."
+            )
+
+        def preprocess(*element):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
+            return preprocessor(x, self._assert_labels(y, packed=False), sample_weight)
+
+        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _check_packed(self, x):
+        """Packed inputs in memory, checked (compiled JAX steps would give NaN
+        for ids outside the embedding table) and completed."""
+        unknown = set(x) - set(self.input)
+        if unknown or "token_ids" not in x:
+            found = f"unknown key(s) {sorted(unknown)}" if unknown else f"keys {sorted(x)}"
+            raise ValueError(
+                f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
+                f"(`token_ids` required); got {found}."
+            )
+        ids = np.asarray(x["token_ids"])
+        if ids.size and (ids.min() < 0 or ids.max() >= self.backbone.vocabulary_size):
+            raise ValueError(
+                f"token_ids must lie in [0, {self.backbone.vocabulary_size - 1}] (the backbone's "
+                f"vocabulary); got ids from {ids.min()} to {ids.max()}. Were they made with "
+                "another vocabulary?"
+            )
+        return self.complete_inputs(x)
+
+    def _check_labels(self, labels, packed):
+        """A `ValueError` for integer labels in memory outside `label_bounds`."""
+        bounds = self.label_bounds(packed)
+        found = None if bounds is None else label_range(labels)
+        if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
+            raise ValueError(self._bounds_message(bounds) + f" Got labels from {found[0]} to {found[1]}.")
+
+    def _assert_labels(self, labels, packed):
+        """`labels` checked against `label_bounds` inside `tf.data` (same message)."""
+        bounds = self.label_bounds(packed)
+        return labels if bounds is None or labels is None else assert_in(labels, bounds, self._bounds_message(bounds))
+
+    def _bounds_message(self, bounds):
+        return (
+            f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
+            f"({self._label_meaning()}). Fix the labels, or build the model for more classes."
+        )
+
+    # === Keras entry points ===
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, *, sample_weight=None, **kwargs):
+        """`keras.Model.fit`, also on raw text (see the module docstring);
+        `validation_split` holds out the last fraction of raw text in memory too."""
+        if not self.compiled:
+            self.compile()
+        if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
+            (x, x_held_out), (y, y_held_out) = (split_rows(to_tensors(v), validation_split) for v in (x, y))
+            validation_data, validation_split = (x_held_out, y_held_out), 0.0
+        train = self._prepare(x, y, sample_weight, batch_size)
+        if validation_data is not None:
+            unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)
+            validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)
+            validation_data = validation["x"] if validation["y"] is None else (validation["x"], validation["y"])
+        self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
+        with keep_state_on_error(self):
+            return super().fit(
+                **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                validation_split=validation_split, validation_data=validation_data,
+                shuffle=shuffle and not isinstance(train["x"], tf.data.Dataset),  # it shuffles itself
+                **kwargs,
+            )
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
+        """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
+        if not self.compiled:
+            self.compile()
+        with keep_state_on_error(self):
+            return super().evaluate(**self._prepare(x, y, sample_weight, batch_size), verbose=verbose, **kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        """`keras.Model.predict`, also on raw text (see the module docstring)."""
+        prepared = self._prepare(x, batch_size=batch_size)
+        with keep_state_on_error(self):
+            return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, **kwargs)
+
+    # === Compilation ===
+
+    def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
+        """Compiles with the task's recipe unless told otherwise.
+
+        Args:
+            optimizer: a Keras optimizer or None. Defaults to `None`:
+                `default_optimizer()`, scheduled by the first `fit` over its
+                epochs × batches per epoch (unscheduled, with a warning, when
+                the data do not tell them).
+            loss: a Keras loss or `"auto"`, `default_loss()`. Defaults to `"auto"`.
+            metrics: Keras metrics or `"auto"`, `default_metrics()`. Defaults to `"auto"`.
+            **kwargs: other `keras.Model.compile` arguments (`jit_compile`, ...).
+        """
+        # A read-only mapping: Keras would track a dict and count its metrics twice.
+        self._compile_arguments = types.MappingProxyType({
+            "loss": self.default_loss() if loss == "auto" else loss,
+            "metrics": self.default_metrics() if metrics == "auto" else metrics,
+            **kwargs,
+        })
+        self._default_optimizer_pending = optimizer is None
+        super().compile(optimizer=optimizer or self.default_optimizer(), **self._compile_arguments)
+
+    def _schedule_default_optimizer(self, train, epochs, steps_per_epoch):
+        """Replaces the default optimizer by one scheduled over the run."""
+        if not getattr(self, "_default_optimizer_pending", False) or self.optimizer.built:
+            return
+        self._default_optimizer_pending = False
+        if steps_per_epoch is None:
+            data = train["x"]
+            if isinstance(data, tf.data.Dataset):
+                steps_per_epoch = int(data.cardinality()) if int(data.cardinality()) > 0 else None
+            elif isinstance(data, dict):
+                steps_per_epoch = math.ceil(len(data["token_ids"]) / (train["batch_size"] or 32))
+        if steps_per_epoch is None:
+            warnings.warn(
+                "The number of training steps is unknown (a dataset of unknown length), so the "
+                "default optimizer keeps its constant learning rate, without warmup or decay. Pass "
+                "steps_per_epoch, or compile with an optimizer scheduled over the run.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return
+        super().compile(optimizer=self.default_optimizer(epochs * steps_per_epoch), **self._compile_arguments)
+
+    def _resolve_auto_jit_compile(self):
+        # Keras' trainer asks this for `jit_compile="auto"`.
+        return fast_paths.auto_jit_compile(self, super()._resolve_auto_jit_compile)
+
+    def compile_from_config(self, config):
+        # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.
+        serialization.recompile(self, config)
+
+    # === Config and presets ===
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, **serialization.constructor_config(self)}
+
+    @classmethod
+    def from_config(cls, config):
+        return serialization.from_constructor_config(cls, config)
+
+    @classmethod
+    def from_preset(cls, preset, /, **kwargs):
+        """The task from a preset directory or a built-in name.
+
+        A directory holding this task (saved by `save_to_preset`) gives it
+        back with its weights; one holding a backbone (e.g. saved by a
+        pre-trainer) gives the pre-trained backbone with a freshly initialised
+        head, and its tokenizer or preprocessor; a checkpoint of another
+        format is converted. A built-in name gives random weights and a warning.
+
+        Args:
+            preset: str or `os.PathLike`. A preset name or directory.
+            **kwargs: the head's arguments (e.g. `num_classes`), `dtype`, the
+                backbone's config fields for a name, or `sequence_length` for
+                the preprocessor.
+
+        Returns:
+            An instance of the class `from_preset` is called on.
+        """
+        head = serialization.constructor_parameters(cls, skip=PARTS)
+        saved = presets.saved_task_config(preset, cls)
+        changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
+        if changed:
+            raise ValueError(
+                f"The {cls.__name__} saved in {preset!r} has "
+                + ", ".join(f"{k}={saved.get(k)!r}" for k in changed)
+                + f", not {', '.join(f'{k}={v!r}' for k, v in changed.items())}. Its trained head "
+                "cannot change shape. To fine-tune a new head on the same encoder, build "
+                f"kzoo.{cls.__name__}(backbone=kzoo.{saved['backbone']['class_name']}.from_preset(path), "
+                f"preprocessor=kzoo.{cls.preprocessor_class.__name__}.from_preset(path), ...)."
+            )
+        takes_text = "preprocessor" in serialization.constructor_parameters(cls)
+        sequence_length = kwargs.pop("sequence_length", None) if takes_text else None
+        try:
+            task = presets.from_preset_for(cls, preset, **kwargs)
+        except TypeError as error:  # the new head's shape is missing
+            missing = [name for name in head if f"'{name}'" in str(error) and name not in kwargs]
+            if not missing:
+                raise
+            raise ValueError(
+                f"{preset!r} holds no {cls.__name__}, so `from_preset` puts a new head on its "
+                f"backbone, and a new head needs {' and '.join(f'`{name}`' for name in missing)}: "
+                f"kzoo.{cls.__name__}.from_preset({preset!r}, {', '.join(f'{n}=...' for n in missing)})."
+            ) from None
+        if sequence_length is not None:
+            task.set_sequence_length(sequence_length)
+        return task
+
+    def save_to_preset(self, preset_dir, format="kzoo"):
+        """Writes the task, its backbone and its preprocessor (or tokenizer)
+        as a preset directory (KerasHub's layout), for `from_preset` on any
+        backend; `format="huggingface"`, the Hugging Face class with the same
+        head (e.g. `BertForSequenceClassification` for a `kzoo.BertClassifier`).
+
+        Args:
+            preset_dir: str or `os.PathLike`. A new or empty directory, or a preset directory.
+            format: str. `"kzoo"` or `"huggingface"`. Defaults to `"kzoo"`.
+        """
+        presets.save_task(self, preset_dir, format=format)

@@ -1,0 +1,178 @@
+"""Step-by-step decoding with the Transformer (sec. 6.1 of "Attention Is All
+You Need"): the source encoded once, the decoder run one position at a time
+with key/value caches, and greedy or beam search over it.
+
+The functions take the model first: `kzoo.Transformer` binds them as its
+methods `initial_cache`, `next_token_logits` and `generate`.
+"""
+
+from keras import ops
+
+from kzoo.backend_checks import check_positions_fit
+from kzoo.fast_paths import inference_function
+from kzoo.models.transformer.beam_search import beam_search, greedy_search
+
+# Sec. 6.1: "maximum output length to input length + 50".
+EXTRA_OUTPUT_LENGTH = 50
+
+
+def initial_cache(model, encoder_token_ids, max_length):
+    """Encodes the source once and prepares the decoder's key/value caches.
+
+    Args:
+        model: `kzoo.Transformer`. The model (`self` of `Transformer.initial_cache`).
+        encoder_token_ids: int `(batch, source_length)`. The source ids.
+        max_length: int. The number of decoder positions the cache holds.
+
+    Returns:
+        A flat dict of tensors, each with leading dimension batch:
+        `encoder_padding_mask` `(batch, source_length)` (int32, 1 for real
+        tokens); per decoder layer `i`, the encoder-decoder attention's
+        keys and values `cross_key_{i}` / `cross_value_{i}`
+        `(batch, source_length, h, d_k | d_v)`, computed once, and the
+        self-attention caches `self_key_{i}` / `self_value_{i}`
+        `(batch, max_length, h, d_k | d_v)`, zeros.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import Transformer
+    >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+    ...                     intermediate_dim=16, num_heads=2)
+    >>> cache = model.initial_cache(np.array([[5, 6, 3, 0]]), max_length=6)
+    >>> sorted(cache)
+    ['cross_key_0', 'cross_value_0', 'encoder_padding_mask', 'self_key_0', 'self_value_0']
+    >>> tuple(cache["cross_key_0"].shape), tuple(cache["self_key_0"].shape)
+    ((1, 4, 2, 4), (1, 6, 2, 4))
+    """
+    check_positions_fit(0, max_length, model.max_sequence_length, "decoder_token_ids")
+    encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
+    memory = model.encode(encoder_token_ids)
+    batch_size = ops.shape(encoder_token_ids)[0]
+    cache = {
+        "encoder_padding_mask": ops.cast(ops.not_equal(encoder_token_ids, model.padding_id), "int32")
+    }
+    for i, layer in enumerate(model.decoder_layers):
+        attention = layer.self_attention
+        cache[f"cross_key_{i}"], cache[f"cross_value_{i}"] = (
+            layer.cross_attention.compute_key_value(memory)
+        )
+        for part, head_dim in (("key", attention.key_dim), ("value", attention.value_dim)):
+            cache[f"self_{part}_{i}"] = ops.zeros(
+                (batch_size, max_length, attention.num_heads, head_dim), model.compute_dtype
+            )
+    return cache
+
+
+def next_token_logits(model, token_ids, cache, index):
+    """One decoder step with the key/value cache: the logits for position
+    `index + 1` given the tokens at positions `0 .. index` (sec. 6.1).
+
+    Uses only `keras.ops`, so it runs inside `ops.while_loop` and compiled
+    functions on every backend (the signature `kzoo`'s beam and greedy
+    search consume).
+
+    Args:
+        model: `kzoo.Transformer`. The model (`self` of `Transformer.next_token_logits`).
+        token_ids: int `(batch,)`. The tokens at position `index`.
+        cache: dict. From `initial_cache`, or the previous step.
+        index: int or scalar tensor. The position of `token_ids`.
+
+    Returns:
+        `(logits, cache)`: float32 `(batch, vocabulary_size)` and the cache
+        with this step's self-attention keys and values written at `index`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import Transformer
+    >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+    ...                     intermediate_dim=16, num_heads=2, dropout=0.0)
+    >>> source = np.array([[5, 6, 3, 0]])
+    >>> cache = model.initial_cache(source, max_length=2)
+    >>> _, cache = model.next_token_logits(np.array([2]), cache, 0)
+    >>> step, cache = model.next_token_logits(np.array([7]), cache, 1)
+    >>> full = model({"encoder_token_ids": source, "decoder_token_ids": np.array([[2, 7]])})
+    >>> bool(np.allclose(ops.convert_to_numpy(step), ops.convert_to_numpy(full)[:, 1], atol=1e-5))
+    True
+    """
+    x = model.embed(ops.expand_dims(token_ids, 1), "decoder", start_index=index)  # (B, 1, d)
+    cache = dict(cache)
+    for i, layer in enumerate(model.decoder_layers):
+        x, (cache[f"self_key_{i}"], cache[f"self_value_{i}"]) = layer(
+            x,
+            encoder_padding_mask=cache["encoder_padding_mask"],
+            self_attention_cache=(cache[f"self_key_{i}"], cache[f"self_value_{i}"]),
+            self_attention_cache_update_index=index,
+            cross_attention_cache=(cache[f"cross_key_{i}"], cache[f"cross_value_{i}"]),
+        )
+    return model.vocabulary_logits(x)[:, 0, :], cache
+
+
+def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_length=None):
+    """Translates: beam search with the GNMT length penalty (sec. 6.1: beam
+    size 4, α = 0.6, at most input length + 50 tokens, early stop), or
+    greedy decoding with `beam_size=1`.
+
+    Args:
+        model: `kzoo.Transformer`. The model (`self` of `Transformer.generate`).
+        encoder_token_ids: int `(batch, source_length)`. The source ids, 0 for padding.
+        beam_size: int. Beams per example; 1 is greedy search. Defaults to `4`.
+        length_penalty: float. α of `((5 + |Y|) / 6)^α`. Defaults to `0.6`.
+        max_length: int or None. The most tokens generated per example.
+            Defaults to `None`: each row's number of non-padding source
+            tokens + 50 (sec. 6.1), in a buffer of the padded source length +
+            50 (at most `max_sequence_length`, which is the buffer when the
+            source length is unknown at trace time).
+
+    Returns:
+        int32 `(batch, max_length)`: the tokens after the start token, the
+        end token included, then padding.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo import Transformer
+    >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+    ...                     intermediate_dim=16, num_heads=2)
+    >>> tokens = model.generate(np.array([[5, 6, 3, 0], [7, 3, 0, 0]]), beam_size=2, max_length=5)
+    >>> tuple(tokens.shape)  # without max_length: (2, 54), padded source length 4 + 50
+    (2, 5)
+    """
+    encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
+    model.check_token_ids(encoder_token_ids, "encoder_token_ids")
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1 (1 is greedy search); got {beam_size}.")
+    limit_by_source = max_length is None
+    if limit_by_source:
+        # The output buffer needs a static size: the whole position table
+        # when the source length is unknown at trace time (a TensorFlow
+        # graph with a `None` length). Each row still stops at its own limit.
+        source_length = encoder_token_ids.shape[1]
+        buffer_length = model.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
+        max_length = min(buffer_length, model.max_sequence_length)
+    check_positions_fit(0, max_length, model.max_sequence_length, "decoder_token_ids")
+    search = model.__dict__.get("_inference_search")
+    if search is None:  # compiled once per model; not a tracked attribute
+        search = inference_function(lambda *arguments: _search(model, *arguments))
+        model.__dict__["_inference_search"] = search
+    return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
+
+
+def _search(model, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source):
+    """`generate` after its checks: encode once, then search (sec. 6.1)."""
+    length_limits = None
+    if limit_by_source:
+        source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, model.padding_id), "int32"), axis=1)
+        length_limits = ops.minimum(source_lengths + EXTRA_OUTPUT_LENGTH, max_length)
+    cache = model.initial_cache(encoder_token_ids, max_length)
+    start_ids = ops.full((ops.shape(encoder_token_ids)[0],), model.start_id, "int32")
+    search_arguments = dict(
+        end_id=model.end_id, padding_id=model.padding_id, max_length=max_length, length_limits=length_limits
+    )
+    if beam_size == 1:
+        return greedy_search(model.next_token_logits, cache, start_ids, **search_arguments)
+    return beam_search(
+        model.next_token_logits, cache, start_ids,
+        beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
+    )
