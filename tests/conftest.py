@@ -25,9 +25,11 @@ os.environ.setdefault("KZOO_XLA_ON_TENSORFLOW", "0")
 if keras.backend.backend() == "torch":
     import torch
 
-    # One intra-op thread: with two, torch's threads and tf.data's (text
-    # preprocessing in the same process) contend and small training steps
-    # run ~50x slower on a 2-core machine.
+    # One intra-op thread on any machine. `import kzoo` leaves one CPU to the
+    # input pipeline (kzoo.backend.torch: 1 thread on 2 cores, where this line
+    # changes nothing); the suite goes further because tests/run_all_backends.py
+    # runs the three backends' pytest processes side by side on the same cores,
+    # where torch's spin-waiting OpenMP workers made small steps ~10x slower.
     torch.set_num_threads(1)
 
 
