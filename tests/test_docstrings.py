@@ -69,8 +69,7 @@ PAPER_CODE = ("kzoo.models.", "kzoo.layers.", "kzoo.data.", "kzoo.tokenizers.")
 # Plumbing, inside those packages or beside them (a module path part, or a
 # family's `*_checkpoints` module): no paper section to cite.
 PLUMBING = {
-    "backend", "backend_checks", "checkpoints", "convert", "distribution", "fast_paths",
-    "jax_state_recovery", "preset_directories", "presets",
+    "backend", "checkpoints", "convert", "distribution", "presets",
     "backbone", "task", "preprocessor", "serialization",  # kzoo.models' base classes
 }
 
@@ -86,7 +85,7 @@ def test_plumbing_is_told_apart_from_the_papers_code():
     assert _cites_papers("kzoo.tokenizers.wordpiece_tokenizer")
     assert not _cites_papers("kzoo.presets")
     assert not _cites_papers("kzoo.models.bert.bert_checkpoints")
-    assert not _cites_papers("kzoo.jax_state_recovery")
+    assert not _cites_papers("kzoo.backend.jax")
     assert not _cites_papers("kzoo.models.task")
     assert _cites_papers("kzoo.models.bert.bert_preprocessor")
 

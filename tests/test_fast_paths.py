@@ -1,4 +1,4 @@
-"""kzoo's backend-aware fast paths (`kzoo.fast_paths`): what they change in
+"""kzoo's backend-aware fast paths (`kzoo.backend`): what they change in
 behaviour, never how fast (benchmarks/run_all.py measures speed)."""
 
 import keras
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kzoo
-from kzoo.fast_paths import multi_tensor_base
+from kzoo.backend import multi_tensor_base
 
 BACKEND = keras.backend.backend()
 TINY = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
@@ -110,7 +110,7 @@ def test_generate_through_inference_function_matches_eager_search_and_records_no
     """`Transformer.generate` runs its search through `inference_function`
     (XLA on TensorFlow, no autograd on torch): same tokens as the plain
     search, and on torch an output that holds no autograd graph."""
-    from kzoo.fast_paths import inference_function
+    from kzoo.backend import inference_function
     from kzoo.models.transformer import transformer_generation
 
     keras.utils.set_random_seed(0)

@@ -1,5 +1,19 @@
 """Backend-specific code, in one marked place: one module per engine
-(`tensorflow`, `jax`, `torch`), each imported only when its engine runs.
+(`tensorflow`, `jax`, `torch`), whose heavy imports happen only when that
+engine runs, and the functions here that pick one. Model and layer code is
+plain `keras.ops`; what differs is how Keras runs it:
+
+- `auto_jit_compile`: kzoo's `jit_compile="auto"` is XLA on TensorFlow's CPU
+  too (`kzoo.backend.tensorflow`), Keras' own choice elsewhere.
+- `multi_tensor_base`: kzoo's Adam subclasses get a fused step on torch
+  (`kzoo.backend.torch`).
+- `inference_function`: beam search compiled with XLA on TensorFlow, without
+  autograd on torch, as is on JAX (which compiles its loops anyway).
+- `keep_state_on_error`: a model keeps its weights when `fit`/`predict` fail
+  on JAX (`kzoo.backend.jax`).
+- `is_concrete`: whether a tensor's values can be read now (input checks run
+  in eager calls, not inside traced or compiled functions); `kzoo.backend.checks`
+  holds the checks.
 
 Process set-up
 --------------
@@ -34,13 +48,30 @@ did not cause, and sets nobody's threads by hand. What it sets, and how to undo 
 Private APIs and internal behaviour used (checked with keras 3.15.1,
 tensorflow 2.21.0, jax 0.10.2, torch 2.13.0)
 ---------------------------------------------------------------------
+Each is checked by tests/test_backend_private_apis.py, which fails loudly
+when one disappears (a silently unused override would only be slower).
+
+- Keras `Trainer._resolve_auto_jit_compile` (overridden by kzoo's `Backbone`
+  and `Task` to answer `auto_jit_compile`), `Model._distribute_strategy`,
+  `Layer._flatten_layers` (keras 3.15.1).
+- `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
+  and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
+  `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
+- JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
+  `jax_state_sync()` (keras 3.15.1).
+- TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`
+  (tensorflow 2.21.0).
 - No private API in the process set-up. It relies on two TensorFlow behaviours
   that tests/test_backend_setup.py checks: the oneDNN data-type notice is
   logged once per process (`absl::call_once` in tensorflow/core/util/util.cc),
   and cuInit runs at the first `tf.config.list_physical_devices()`.
 """
 
-from kzoo.backend import tensorflow
+import contextlib
+
+import numpy as np
+
+from kzoo.backend import jax, tensorflow, torch
 
 
 def set_up_process():
@@ -60,11 +91,118 @@ def set_up_process():
     if name != "tensorflow":
         tensorflow.keep_off_accelerators(tf)
     if name == "torch":
-        from kzoo.backend import torch  # noqa: PLC0415
-
         torch.limit_threads()
     elif name == "jax":
-        from kzoo.backend import jax  # noqa: PLC0415
-
         jax.cpu_when_only_cpu()
     return name
+
+
+def _backend():
+    import keras  # noqa: PLC0415 (after set_up_process: on tensorflow, keras imports TensorFlow)
+
+    return keras.backend.backend()
+
+
+def auto_jit_compile(model, keras_choice):
+    """What kzoo's `jit_compile="auto"` means for `model` (the default of
+    `compile`, and what `predict`/`fit` use on a model never compiled): on
+    TensorFlow with `tensorflow.xla_on_tensorflow()`, XLA wherever Keras could
+    compile; elsewhere `keras_choice()`, Keras' own (XLA on JAX, eager torch).
+
+    Example:
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> xla = keras.backend.backend() == "tensorflow" and tensorflow.xla_on_tensorflow()
+    >>> auto_jit_compile(model, lambda: "Keras' choice") == (True if xla else "Keras' choice")
+    True
+    """
+    if _backend() == "tensorflow" and tensorflow.xla_on_tensorflow():
+        return tensorflow.can_compile_with_xla(model)
+    return keras_choice()
+
+
+def multi_tensor_base(optimizer_class):
+    """The class to subclass instead of `keras.optimizers.Adam` or `AdamW`: on
+    torch, Keras' multi-tensor class with a fused step (`torch.fused_adam_base`;
+    Keras substitutes its multi-tensor class for the exact class only); on the
+    other backends the class itself.
+
+    Example:
+
+    >>> import keras
+    >>> issubclass(multi_tensor_base(keras.optimizers.AdamW), keras.optimizers.AdamW)
+    True
+    """
+    return torch.fused_adam_base(optimizer_class) if _backend() == "torch" else optimizer_class
+
+
+def inference_function(function):
+    """`function` made fast for inference: compiled with XLA on TensorFlow,
+    without autograd recording on torch, itself on JAX (`jax.jit` of a model
+    method would bake the weights in as constants).
+
+    Example:
+
+    >>> import keras
+    >>> square = inference_function(lambda x: keras.ops.square(x))
+    >>> float(square(keras.ops.convert_to_tensor(3.0)))
+    9.0
+    """
+    backend = _backend()
+    if backend == "tensorflow":
+        return tensorflow.compiled_for_inference(function)
+    if backend == "torch":
+        return torch.without_autograd(function)
+    return function
+
+
+def keep_state_on_error(model):
+    """A context manager that keeps `model`'s weights attached if the block
+    raises: needed on JAX (`jax.restore_state_on_error`), nothing elsewhere.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> try:
+    ...     with keep_state_on_error(model):
+    ...         raise RuntimeError("bad batch")
+    ... except RuntimeError:
+    ...     pass
+    >>> model.predict(np.ones((1, 2)), verbose=0).shape
+    (1, 1)
+    """
+    return jax.restore_state_on_error(model) if _backend() == "jax" else contextlib.nullcontext()
+
+
+def is_concrete(x):
+    """True when `x`'s values can be read without breaking a trace: NumPy
+    values always; backend tensors in eager TensorFlow, outside a JAX trace,
+    outside `torch.compile`.
+
+    Example:
+
+    >>> is_concrete(np.zeros(3))
+    True
+    """
+    import keras  # noqa: PLC0415
+
+    if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
+        return True
+    if keras.backend.is_keras_tensor(x):
+        return False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # noqa: PLC0415
+
+        return tf.executing_eagerly()
+    if backend == "jax":
+        import jax as jax_module  # noqa: PLC0415
+
+        return not isinstance(x, jax_module.core.Tracer)
+    if backend == "torch":
+        import torch as torch_module  # noqa: PLC0415
+
+        return not torch_module.compiler.is_compiling()
+    return False

@@ -1,4 +1,18 @@
-"""JAX's process set-up: no accelerator suggestion when only its CPU backend exists.
+"""JAX: the process set-up (no accelerator suggestion when only its CPU
+backend exists), and a model's weights kept when `fit`/`predict` fail.
+
+State recovery
+--------------
+Keras' JAX trainer detaches every variable's value while it runs (it passes
+the state to its compiled step functions and re-attaches it at the end). When
+the data raise mid-run (e.g. a bad label found by kzoo's tf.data checks), the
+values stay detached and the model is unusable afterwards ("'NoneType' object
+is not callable"). `restore_state_on_error` re-attaches them, through the
+private `variable._value`, `model._jax_state`, `model._jax_state_synced` and
+`model.jax_state_sync()` (see `kzoo.backend`).
+
+Platforms
+---------
 
 With no accelerator plugin installed (kzoo's `jax` extra installs the CPU
 jaxlib), JAX runs on the CPU whatever `JAX_PLATFORMS` says, but on a machine
@@ -9,6 +23,7 @@ skips the suggestion and changes nothing else. Undo with `JAX_PLATFORMS=""`
 (or any value) in the environment, or install an accelerator plugin.
 """
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -58,3 +73,30 @@ def cpu_when_only_cpu():
         return False
     jax.config.update("jax_platforms", "cpu")
     return True
+
+
+def _all_variables(model):
+    optimizer = getattr(model, "optimizer", None)
+    variables = list(model.variables) + list(getattr(model, "metrics_variables", []))
+    if optimizer is not None and optimizer.built:
+        variables += list(optimizer.variables)
+    return list({id(v): v for v in variables}.values())
+
+
+@contextlib.contextmanager
+def restore_state_on_error(model):
+    """Re-attaches `model`'s variables if the block raises: the state after the
+    last completed step (Keras keeps it as `model._jax_state`), or the values
+    from before the call if no step completed."""
+    before = [(v, v._value) for v in _all_variables(model)]  # references, no copies
+    try:
+        yield
+    except BaseException:
+        if getattr(model, "_jax_state", None) and not getattr(model, "_jax_state_synced", True):
+            model.jax_state_sync()
+        for variable, value in before:
+            if variable._value is None:
+                variable._value = value
+        model._jax_state = None
+        model._jax_state_synced = True
+        raise

@@ -1,4 +1,19 @@
-"""TensorFlow's process set-up: its C++ log lines and its devices.
+"""TensorFlow: the process set-up (C++ log lines, devices), XLA by default,
+compiled inference.
+
+XLA by default
+--------------
+Keras' `jit_compile="auto"` compiles with XLA on JAX (always) but on
+TensorFlow only when a GPU/TPU is present. kzoo's models run faster with XLA
+on TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever
+Keras would allow it (no `tf.distribute` strategy, every layer
+`supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores Keras' own choice (XLA
+compile time outweighs its speed for many short fits of small models: the
+test suite sets it). Under XLA, TensorFlow (like JAX) cannot check id ranges
+inside the compiled step: the preprocessors and eager calls validate ids.
+
+Process set-up
+--------------
 
 TensorFlow runs kzoo's input pipelines (`tf.data`, tensorflow-text) on every
 Keras backend, and the model too on the tensorflow backend. Its C++ core logs
@@ -185,3 +200,45 @@ def in_xla_compilation():
     if tf.executing_eagerly():
         return False
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+XLA_ON_TENSORFLOW_VARIABLE = "KZOO_XLA_ON_TENSORFLOW"
+
+
+def xla_on_tensorflow():
+    """Whether kzoo's `jit_compile="auto"` means XLA on TensorFlow's CPU too:
+    yes, unless the environment variable `KZOO_XLA_ON_TENSORFLOW` is "0" (then
+    Keras' own choice: XLA only with a GPU or TPU). Read at every `compile`.
+
+    Example:
+
+    >>> xla_on_tensorflow() == (os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0")
+    True
+    """
+    return os.environ.get(XLA_ON_TENSORFLOW_VARIABLE, "1") != "0"
+
+
+def can_compile_with_xla(model):
+    """True when Keras could compile `model`'s steps with XLA: no
+    `tf.distribute` strategy and every layer `supports_jit` (the conditions of
+    Keras' own "auto"; reads the private `_distribute_strategy` and
+    `_flatten_layers`, see `kzoo.backend`)."""
+    if getattr(model, "_distribute_strategy", None):
+        return False
+    return all(layer.supports_jit for layer in model._flatten_layers())
+
+
+def compiled_for_inference(function):
+    """`function` compiled with XLA: an eager `keras.ops.while_loop` (beam
+    search) would run op by op from Python. Non-tensor arguments are static (a
+    new value traces again); variables are read when called.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> float(compiled_for_inference(lambda x: x * x)(tf.constant(3.0)))
+    9.0
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    return tf.function(function, jit_compile=True, reduce_retracing=True)

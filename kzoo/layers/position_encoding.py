@@ -4,7 +4,7 @@ position embeddings (Transformer Table 3 row E; BERT sec. 3)."""
 import keras
 from keras import ops
 
-from kzoo.backend_checks import check_positions_fit
+from kzoo.backend.checks import check_positions_fit
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -85,7 +85,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     A trainable `(max_sequence_length, hidden_dim)` table; position `p` reads
     row `p`. Positions past the table raise a `ValueError` naming both
-    lengths, on every backend (see `kzoo.backend_checks.check_positions_fit`).
+    lengths, on every backend (see `kzoo.backend.checks.check_positions_fit`).
 
     Args:
         max_sequence_length: number of rows (512 for BERT).

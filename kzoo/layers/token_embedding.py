@@ -3,7 +3,7 @@
 
 import keras
 
-from kzoo.backend_checks import check_ids_in_range
+from kzoo.backend.checks import check_ids_in_range
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from kzoo import fast_paths, presets
+from kzoo import backend, presets
 from kzoo.models import serialization
 
 
@@ -24,7 +24,7 @@ class Backbone(keras.Model):
     name, plus `name`, `trainable` and the dtype policy. `from_preset` and
     `save_to_preset` read and write preset directories (`config.json`,
     `model.weights.h5`, KerasHub's layout). `jit_compile="auto"` means XLA on
-    TensorFlow as on JAX (`kzoo.fast_paths.auto_jit_compile`); `fit` on a
+    TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
     `tf.data.Dataset` leaves the shuffling to the dataset.
 
     Args:
@@ -155,7 +155,7 @@ class Backbone(keras.Model):
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
-        return fast_paths.auto_jit_compile(self, super()._resolve_auto_jit_compile)
+        return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.

@@ -17,8 +17,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo import fast_paths, presets
-from kzoo.jax_state_recovery import keep_state_on_error
+from kzoo import backend, presets
+from kzoo.backend import keep_state_on_error
 from kzoo.models import serialization
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
@@ -42,8 +42,8 @@ class Task(keras.Model):
     `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
     optimizer's schedule follows the number of steps of that `fit`. On JAX, a
     `fit`/`evaluate`/`predict` that raises leaves the model usable
-    (`kzoo.jax_state_recovery`); `jit_compile="auto"` means XLA on TensorFlow
-    as on JAX (`kzoo.fast_paths.auto_jit_compile`).
+    (`kzoo.backend.keep_state_on_error`); `jit_compile="auto"` means XLA on TensorFlow
+    as on JAX (`kzoo.backend.auto_jit_compile`).
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -326,7 +326,7 @@ class Task(keras.Model):
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
-        return fast_paths.auto_jit_compile(self, super()._resolve_auto_jit_compile)
+        return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.

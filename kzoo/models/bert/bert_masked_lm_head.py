@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kzoo.backend_checks import is_concrete
+from kzoo.backend import is_concrete
 from kzoo.layers import get_activation
 from kzoo.layers.initializers import clone_initializer
 from kzoo.layers.transformer_encoder_block import gather_positions

@@ -35,7 +35,7 @@ from keras import ops
 
 from kzoo.data.masked_lm import default_max_predictions
 from kzoo.distribution import sum_over_replicas
-from kzoo.fast_paths import multi_tensor_base
+from kzoo.backend import multi_tensor_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
@@ -117,7 +117,7 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
     exclusions. Each step every other variable shrinks by the factor
     `1 - learning_rate * weight_decay` before the Adam update.
 
-    On torch it runs a fused multi-tensor AdamW update (`kzoo.fast_paths`).
+    On torch it runs a fused multi-tensor AdamW update (`kzoo.backend.multi_tensor_base`).
 
     Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
     whose names are lost by `get_config` (and so by `.keras` save/load), the

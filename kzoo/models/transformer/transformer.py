@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend_checks import check_ids_in_range, check_positions_fit
+from kzoo.backend.checks import check_ids_in_range, check_positions_fit
 from kzoo.layers import (
     Dropout,
     PositionEmbedding,

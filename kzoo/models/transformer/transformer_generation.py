@@ -8,8 +8,8 @@ methods `initial_cache`, `next_token_logits` and `generate`.
 
 from keras import ops
 
-from kzoo.backend_checks import check_positions_fit
-from kzoo.fast_paths import inference_function
+from kzoo.backend.checks import check_positions_fit
+from kzoo.backend import inference_function
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
 
 # Sec. 6.1: "maximum output length to input length + 50".

@@ -1,44 +1,16 @@
-"""The one place model code asks which backend runs: can a tensor be read now?
+"""Input checks that read tensor values: token ids inside the vocabulary,
+positions inside the position table.
 
-Input checks (token ids inside the vocabulary, ...) read tensor values, which is
-possible in eager calls on every backend but not inside a traced or compiled
-function (`tf.function`, `jax.jit`, `torch.compile`). Each backend answers that
-question differently, so the answer is isolated here.
+Reading values is possible in eager calls on every backend but not inside a
+traced or compiled function (`tf.function`, `jax.jit`, `torch.compile`):
+`kzoo.backend.is_concrete` tells which; inside a TensorFlow graph (not XLA)
+the position check becomes a graph assertion.
 """
 
 import keras
-import numpy as np
 
+from kzoo.backend import is_concrete
 from kzoo.backend import tensorflow as tensorflow_backend
-
-
-def is_concrete(x):
-    """True when `x`'s values can be read without breaking a trace.
-
-    Example:
-
-    >>> import numpy as np
-    >>> is_concrete(np.zeros(3))
-    True
-    """
-    if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
-        return True
-    if keras.backend.is_keras_tensor(x):
-        return False
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.executing_eagerly()
-    if backend == "jax":
-        import jax
-
-        return not isinstance(x, jax.core.Tracer)
-    if backend == "torch":
-        import torch
-
-        return not torch.compiler.is_compiling()
-    return False
 
 
 def check_ids_in_range(ids, vocabulary_size, what):
@@ -56,6 +28,7 @@ def check_ids_in_range(ids, vocabulary_size, what):
 
     Example:
 
+    >>> import numpy as np
     >>> import numpy as np
     >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
     Traceback (most recent call last):

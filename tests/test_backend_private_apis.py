@@ -1,0 +1,50 @@
+"""Every private Keras / TensorFlow / torch API that kzoo.backend uses is still
+there (listed in kzoo/backend/__init__.py's docstring, with the versions they
+were checked on). Were one to disappear, kzoo would be silently slower (an
+override nobody calls) or broken at a distance: this test fails loudly instead.
+It runs under every backend: it only imports and inspects."""
+
+import importlib
+import inspect
+
+import keras
+import pytest
+
+
+def test_keras_trainer_still_resolves_auto_jit_compile_through_the_overridden_method():
+    assert callable(getattr(keras.Model, "_resolve_auto_jit_compile", None))
+    assert callable(getattr(keras.layers.Layer, "_flatten_layers", None))
+    trainer = importlib.import_module("keras.src.backend.tensorflow.trainer").TensorFlowTrainer
+    assert "_distribute_strategy" in inspect.getsource(trainer.__init__)
+
+
+@pytest.mark.parametrize("module, name", [("torch_adam", "Adam"), ("torch_adamw", "AdamW")])
+def test_keras_torch_multi_tensor_adam(module, name):
+    pytest.importorskip("torch")
+    cls = getattr(importlib.import_module(f"keras.src.backend.torch.optimizers.{module}"), name)
+    assert callable(getattr(cls, "_parallel_update_step", None))
+    assert callable(getattr(cls, "_get_variable_index", None))
+
+
+def test_torch_fused_adam_kernel():
+    torch = pytest.importorskip("torch")
+    assert callable(getattr(torch, "_fused_adam_", None))
+
+
+def test_keras_jax_trainer_state():
+    pytest.importorskip("jax")
+    trainer = importlib.import_module("keras.src.backend.jax.trainer").JAXTrainer
+    assert callable(getattr(trainer, "jax_state_sync", None))
+    variable = importlib.import_module("keras.src.backend.jax.core").Variable
+    assert "_value" in variable.__init__.__code__.co_names or hasattr(variable, "_value")
+
+
+def test_tensorflow_xla_context_query():
+    control_flow_util = importlib.import_module("tensorflow.python.ops.control_flow_util")
+    assert callable(getattr(control_flow_util, "GraphOrParentsInXlaContext", None))
+
+
+def test_the_optimizer_state_names_the_fused_step_reads():
+    optimizer = keras.optimizers.AdamW()
+    optimizer.build([keras.Variable([1.0])])
+    assert len(optimizer._momentums) == len(optimizer._velocities) == 1
