@@ -145,10 +145,12 @@ class Backbone(keras.Model):
     # === Training ===
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=True, **kwargs):
-        """`keras.Model.fit`; a `tf.data.Dataset` (which shuffles itself) is not
-        passed Keras' default `shuffle=True`, which would only warn that it is ignored."""
-        shuffle = shuffle and not isinstance(x, tf.data.Dataset)
+            validation_split=0.0, validation_data=None, shuffle=None, **kwargs):
+        """`keras.Model.fit`; `shuffle` defaults to Keras' `True`, except for a
+        `tf.data.Dataset` (which shuffles itself), where Keras' default would
+        only warn that it is ignored. An explicit `shuffle=True` is passed on."""
+        if shuffle is None:
+            shuffle = not isinstance(x, tf.data.Dataset)
         return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                            shuffle, **kwargs)
 

@@ -207,6 +207,8 @@ class Task(keras.Model):
     def _check_packed(self, x):
         """Packed inputs in memory, checked (compiled JAX steps would give NaN
         for ids outside the embedding table) and completed."""
+        # TensorFlow tensors (a preprocessor's output) as NumPy, for every backend.
+        x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}
         unknown = set(x) - set(self.input)
         if unknown or "token_ids" not in x:
             found = f"unknown key(s) {sorted(unknown)}" if unknown else f"keys {sorted(x)}"
