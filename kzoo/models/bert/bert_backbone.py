@@ -260,11 +260,14 @@ class BertBackbone(Backbone):
             for name, value in inputs.items()
         }
         token_ids = inputs["token_ids"]
-        like = np if isinstance(token_ids, np.ndarray) else ops
+        # NumPy defaults for anything not the backend's (e.g. TensorFlow
+        # tensors from a preprocessor, on JAX or torch).
+        native = ops.is_tensor(token_ids) or keras.backend.is_keras_tensor(token_ids)
+        like = ops if native else np
+        defaults = {"segment_ids": like.zeros_like, "padding_mask": like.ones_like}
         return {
             "token_ids": token_ids,
-            "segment_ids": inputs.get("segment_ids", like.zeros_like(token_ids)),
-            "padding_mask": inputs.get("padding_mask", like.ones_like(token_ids)),
+            **{name: inputs[name] if name in inputs else fill(token_ids) for name, fill in defaults.items()},
         }
 
     def embed(self, inputs, training=None):
