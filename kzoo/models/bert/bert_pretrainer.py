@@ -134,7 +134,7 @@ class BertPretrainer(Task):
         )
         next_sentence_dense = keras.layers.Dense(
             2, kernel_initializer=bert_initializer(), dtype=backbone.dtype_policy, name="next_sentence_dense"
-        )
+        ) if self.with_next_sentence_prediction else None
 
         # === Functional model ===
         inputs = {**bert_inputs(), MASK_POSITIONS: keras.Input(shape=(None,), dtype="int32", name=MASK_POSITIONS)}
