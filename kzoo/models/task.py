@@ -246,9 +246,11 @@ class Task(keras.Model):
     # === Keras entry points ===
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=True, *, sample_weight=None, **kwargs):
+            validation_split=0.0, validation_data=None, shuffle=None, *, sample_weight=None, **kwargs):
         """`keras.Model.fit`, also on raw text (see the module docstring);
-        `validation_split` holds out the last fraction of raw text in memory too."""
+        `validation_split` holds out the last fraction of raw text in memory
+        too, and `shuffle=None` (the default) is True except for a
+        `tf.data.Dataset`, which shuffles itself."""
         if not self.compiled:
             self.compile()
         if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
@@ -264,7 +266,7 @@ class Task(keras.Model):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data,
-                shuffle=shuffle and not isinstance(train["x"], tf.data.Dataset),  # it shuffles itself
+                shuffle=not isinstance(train["x"], tf.data.Dataset) if shuffle is None else shuffle,
                 **kwargs,
             )
 
