@@ -156,6 +156,5 @@ def test_presets_and_checkpoints_are_in_no_import_circle():
     assert not circles, circles
 
 
-@pytest.mark.xfail(strict=False, reason="until the redesign's other slices land")
 def test_kzoo_has_no_import_circle():
     assert not cycles(GRAPH), cycles(GRAPH)

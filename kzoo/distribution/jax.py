@@ -20,7 +20,7 @@ import os
 import jax
 import keras
 
-from kzoo.distribution import BATCH_AXIS, MODEL_AXIS, Distributed
+from kzoo.distribution.distributed import BATCH_AXIS, MODEL_AXIS, Distributed
 
 # (regex on `variable.path`, axes): kzoo's BERT and Transformer weights, e.g.
 # `transformer_layer_0/self_attention/query/kernel` (BERT) or

@@ -20,7 +20,7 @@ import os
 
 import tensorflow as tf
 
-from kzoo.distribution import Distributed
+from kzoo.distribution.distributed import Distributed
 
 
 def has_tpu():

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from kzoo.distribution import Distributed
+from kzoo.distribution.distributed import Distributed
 
 
 def shard_batches(dataset, num_shards, index):
