@@ -62,7 +62,7 @@ class TinyClassifier(keras.Model):
 
     @classmethod
     def from_preset(cls, preset, /, **kwargs):
-        return presets.from_preset_for(cls, preset, **kwargs)
+        return presets.load(cls, preset, **kwargs)
 
     def save_to_preset(self, preset_dir):
         presets.save_task(self, preset_dir)

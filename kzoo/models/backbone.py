@@ -116,7 +116,7 @@ class Backbone(keras.Model):
         >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
         (2, 128, 128)
         """
-        return presets.from_preset_for(cls, preset, **overrides)
+        return presets.load(cls, preset, **overrides)
 
     def save_to_preset(self, preset_dir, format="kzoo"):
         """Saves `config.json`, `model.weights.h5` and `metadata.json` into

@@ -84,7 +84,7 @@ class Preprocessor(keras.layers.Layer):
         Returns:
             An instance of the class `from_preset` is called on.
         """
-        return presets.from_preset_for(cls, preset, **overrides)
+        return presets.load(cls, preset, **overrides)
 
     def save_to_preset(self, preset_dir):
         """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into

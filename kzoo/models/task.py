@@ -379,7 +379,7 @@ class Task(keras.Model):
         takes_text = "preprocessor" in serialization.constructor_parameters(cls)
         sequence_length = kwargs.pop("sequence_length", None) if takes_text else None
         try:
-            task = presets.from_preset_for(cls, preset, **kwargs)
+            task = presets.load(cls, preset, **kwargs)
         except TypeError as error:  # the new head's shape is missing
             missing = [name for name in head if f"'{name}'" in str(error) and name not in kwargs]
             if not missing:

@@ -41,14 +41,10 @@ from kzoo.presets.registry import (
     unregister_format,
 )
 
-# The name every `from_preset` calls until the base classes call `load`.
-from_preset_for = load
-
 __all__ = [
     "build_from_preset",
     "detect_format",
     "format_names",
-    "from_preset_for",
     "get_format",
     "get_preset",
     "list_presets",

@@ -389,7 +389,7 @@ class WordPieceTokenizer:
         >>> BertTokenizer.from_preset(path).tokenize(["hi HI"]).to_list()
         [[5, 5]]
         """
-        return presets.from_preset_for(cls, preset, **overrides)
+        return presets.load(cls, preset, **overrides)
 
     def save_to_preset(self, preset_dir):
         """Saves `tokenizer.json` and `assets/tokenizer/vocabulary.txt` into
