@@ -1,5 +1,6 @@
 """Every docstring example runs (offline, on the current backend), every public
-object documents itself with an example, and the public objects of the papers'
+object documents itself with an example and its arguments as KerasHub does
+(`name: type. What it is. Defaults to ...`), and the public objects of the papers'
 code (models, layers, data, tokenizers, training recipes) cite the paper
 section they implement; plumbing (presets, checkpoints, backend code,
 distribution) cites none for the sake of it."""
@@ -99,3 +100,76 @@ def test_public_object_has_example_and_citation(name, obj):
     assert has_example, f"{name} has no runnable example"
     if _cites_papers(module.__name__):
         assert PAPER_CITATION.search(doc + module_doc), f"{name} cites no paper section"
+
+
+# KerasHub's argument style: `name: type. What it is. Defaults to ...`; the type
+# is short and starts with a type word, a dotted or capitalised class name or
+# a `backticked` name ("int", "str or os.PathLike", "kzoo.BertTokenizer",
+# "int tensor of shape (batch, length)", "list of str", "callable").
+TYPE_WORDS = {
+    "int", "float", "bool", "str", "bytes", "list", "tuple", "dict", "set",
+    "callable", "tensor", "array", "iterable", "sequence", "generator", "None",
+}
+ARGUMENT_TYPE = re.compile(r"(?P<type>\S(?:[^.]|\.(?=\S))*?)\.(?:\s|$)")
+
+
+def _argument_entries(doc, section="Args:"):
+    """`{name: entry}` of a Google-style docstring's `section`s (`Args:`,
+    `Call arguments:`), each entry's lines joined ("*", "**" stay in the name)."""
+    entries, lines = {}, doc.expandtabs().splitlines()
+    for start, header in enumerate(lines):
+        if header.strip() != section:
+            continue
+        header_indent, entry_indent, name = len(header) - len(header.lstrip()), None, None
+        for line in lines[start + 1:]:
+            indent = len(line) - len(line.lstrip())
+            if line.strip() and indent <= header_indent:
+                break
+            if not line.strip():
+                continue
+            entry_indent = indent if entry_indent is None else entry_indent
+            match = re.match(r"(\*{0,2}\w+): ?(.*)", line.strip()) if indent == entry_indent else None
+            if match:
+                name = match[1]
+                entries[name] = match[2]
+            elif name is not None:
+                entries[name] += " " + line.strip()
+    return entries
+
+
+def _has_argument_type(entry):
+    """Whether `entry` starts with a short type and a period: `int. ...`."""
+    match = ARGUMENT_TYPE.match(entry)
+    if not match or len(match["type"]) > 80:
+        return False
+    first = match["type"].split()[0].strip("`,")
+    return first in TYPE_WORDS or "." in first or first[:1].isupper()
+
+
+@pytest.mark.parametrize("name,obj", PUBLIC, ids=[n for n, _ in PUBLIC])
+def test_public_arguments_are_documented_as_keras_hub_does(name, obj):
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    if not callable(target):
+        return
+    try:
+        parameters = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return
+    if inspect.isclass(obj) and parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    parameters = [p for p in parameters if p.kind not in variadic]
+    entries = _argument_entries(inspect.getdoc(obj) or "")
+    if inspect.isclass(obj) and "__init__" in vars(obj):  # its own, not Keras' docstring
+        entries.update(_argument_entries(inspect.cleandoc(obj.__init__.__doc__ or "")))
+    missing = [p.name for p in parameters if p.name not in entries]
+    untyped = [p.name for p in parameters if p.name in entries and not _has_argument_type(entries[p.name])]
+    no_default = [
+        p.name for p in parameters
+        if p.name in entries and p.default is not inspect.Parameter.empty and "Defaults to" not in entries[p.name]
+    ]
+    assert not (missing or untyped or no_default), (
+        f"{name}'s `Args:` section does not document its arguments as KerasHub does "
+        f"(`name: type. What it is. Defaults to ...`): missing {missing}, "
+        f"without `type. ` {untyped}, without a `Defaults to` sentence {no_default}"
+    )

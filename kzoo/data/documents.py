@@ -22,7 +22,7 @@ def read_text_files(patterns):
     never span two files. Leading and trailing white space is stripped.
 
     Args:
-        patterns: a path or glob pattern, or a list of them.
+        patterns: str, `os.PathLike` or list of them. Paths or glob patterns.
 
     Returns:
         A list of documents, each a list of sentences, in file order.
@@ -94,7 +94,7 @@ def read_documents(source):
     """A corpus as a list of documents, each a list of sentences (BERT sec. 3.1).
 
     Args:
-        source: one of
+        source: str, list of str, iterable or `tf.data.Dataset`. One of
             - a path or glob pattern, or a list of them: text files in the
               google-research/bert format (see `read_text_files`);
             - an iterable of documents, each a list (or tuple or 1-D array)

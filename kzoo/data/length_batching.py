@@ -21,9 +21,10 @@ def length_boundaries(max_length, min_length=8, step=1.1):
     bucket lengths differ by at most ~10% and batches carry little padding.
 
     Args:
-        max_length: the longest example length allowed (the last boundary).
-        min_length: the first boundary (lengths up to it share one bucket).
-        step: the growth factor between boundaries (> 1).
+        max_length: int. The longest example length allowed (the last boundary).
+        min_length: int. The first boundary (lengths up to it share one
+            bucket). Defaults to `8`.
+        step: float. The growth factor between boundaries (> 1). Defaults to `1.1`.
 
     Returns:
         A list of increasing ints ending with `max_length`.
@@ -107,17 +108,20 @@ def batch_by_length(
     the data flows; filter long examples out first, or raise `max_length`).
 
     Args:
-        dataset: a `tf.data.Dataset` of unbatched examples: a dict of 1-D
+        dataset: `tf.data.Dataset`. Unbatched examples: a dict of 1-D
             integer tensors (e.g. `encoder_token_ids`, `decoder_token_ids`),
             or a tuple `(dict, target_ids)`; any nest of 1-D integer tensors.
-        tokens_per_batch: the token budget per batch and per tensor (25000).
-        boundaries: increasing bucket boundaries (inclusive maximum lengths),
-            the last being the longest example allowed. `None` gives
-            `length_boundaries(max_length)`.
-        padding_id: the id that pads sequences (0).
-        drop_remainder: drop the last, partly filled batch of every bucket.
-        max_length: the longest example allowed when `boundaries` is `None`;
-            `None` allows up to `tokens_per_batch` (a batch of one).
+        tokens_per_batch: int. The token budget per batch and per tensor.
+            Defaults to `25000`.
+        boundaries: list of int or None. Increasing bucket boundaries
+            (inclusive maximum lengths), the last being the longest example
+            allowed. Defaults to `None`: `length_boundaries(max_length)`.
+        padding_id: int. The id that pads sequences. Defaults to `0`.
+        drop_remainder: bool. Whether to drop the last, partly filled batch
+            of every bucket. Defaults to `False`.
+        max_length: int or None. The longest example allowed when
+            `boundaries` is `None`. Defaults to `None`: up to
+            `tokens_per_batch` (a batch of one).
 
     Returns:
         A `tf.data.Dataset` of padded batches with the examples' structure.

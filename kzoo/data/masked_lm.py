@@ -129,22 +129,28 @@ def mask_language_model(
     """Masks a batch of packed sequences for the masked LM task (BERT sec. 3.1, A.1).
 
     Args:
-        token_ids: `(batch, sequence_length)` int tensor of packed ids.
-        seed: a `[2]` int tensor (stateless random seed); the same seed gives
-            the same masks.
-        mask_token_id: the `[MASK]` id.
-        special_token_ids: ids never chosen (`[PAD]`, `[CLS]`, `[SEP]`, ...).
-        random_token_ids: 1-D ids that the random replacement draws from,
-            uniformly (the vocabulary without special tokens).
-        max_predictions_per_seq: the cap P on predictions per sequence (20 at
-            length 128, 80 at 512 in google-research/bert: see
+        token_ids: int tensor of shape `(batch, sequence_length)`. The packed ids.
+        seed: int tensor of shape `[2]`. A stateless random seed; the same
+            seed gives the same masks.
+        mask_token_id: int. The `[MASK]` id.
+        special_token_ids: list of int. Ids never chosen (`[PAD]`, `[CLS]`,
+            `[SEP]`, ...).
+        random_token_ids: int tensor of shape `(n,)`. The ids that the random
+            replacement draws from, uniformly (the vocabulary without special
+            tokens).
+        max_predictions_per_seq: int. The cap P on predictions per sequence
+            (20 at length 128, 80 at 512 in google-research/bert: see
             `default_max_predictions`).
-        masked_lm_rate: fraction of maskable tokens chosen (15%).
-        mask_token_rate: fraction of chosen tokens replaced by `[MASK]` (80%).
-        random_token_rate: fraction replaced by a random token (10%); the rest
-            stay unchanged. Table 8 of the paper varies these two rates.
-        word_start: optional `(batch, sequence_length)` bool, True where a
-            token starts a word (not a `##` piece): whole word masking.
+        masked_lm_rate: float. The fraction of maskable tokens chosen.
+            Defaults to `0.15`.
+        mask_token_rate: float. The fraction of chosen tokens replaced by
+            `[MASK]`. Defaults to `0.8`.
+        random_token_rate: float. The fraction replaced by a random token;
+            the rest stay unchanged. Table 8 of the paper varies these two
+            rates. Defaults to `0.1`.
+        word_start: bool tensor of shape `(batch, sequence_length)`. True
+            where a token starts a word (not a `##` piece): whole word
+            masking. Defaults to `None`.
 
     Returns:
         A dict with `token_ids` (the masked inputs), `mask_positions` `(batch,

@@ -62,7 +62,7 @@ def keep_first(ragged, lengths):
     segment truncated to its share of BERT sec. 3's sequence length).
 
     Args:
-        ragged: `tf.RaggedTensor` `(batch, None)`.
+        ragged: `tf.RaggedTensor` of shape `(batch, None)`. The rows to cut.
         lengths: int tensor `(batch,)`. How many items each row keeps.
 
     Returns:
@@ -83,10 +83,10 @@ def pack_segments(segments, tokenizer, sequence_length):
     (BERT sec. 3, Figure 2), from one or two id spans that already fit.
 
     Args:
-        segments: list of one or two `tf.RaggedTensor`s `(batch, None)` of
-            token ids, short enough to fit with the special tokens.
-        tokenizer: an object with `cls_token_id`, `sep_token_id` and
-            `pad_token_id`, e.g. a `kzoo.BertTokenizer`.
+        segments: list of `tf.RaggedTensor`. One or two `(batch, None)`
+            tensors of token ids, short enough to fit with the special tokens.
+        tokenizer: `kzoo.BertTokenizer`. The tokenizer, or any object with
+            `cls_token_id`, `sep_token_id` and `pad_token_id`.
         sequence_length: int. The packed length, special tokens included.
 
     Returns:

@@ -102,25 +102,37 @@ def pretraining_dataset(
     identical datasets, epoch by epoch.
 
     Args:
-        documents: a corpus: a list of documents (each a list of sentences),
-            text file paths / glob patterns in the google-research format, a
+        documents: list, str, `tf.data.Dataset` or `kzoo.data.TokenizedCorpus`. A
+            corpus: a list of documents (each a list of sentences), text file
+            paths / glob patterns in the google-research format, a
             `tf.data.Dataset` of documents (see `kzoo.data.read_documents`),
             or a `TokenizedCorpus` already tokenized with `tokenizer`.
-        tokenizer: a `kzoo.BertTokenizer`.
-        sequence_length: packed length, special tokens included (128, then 512).
-        max_predictions_per_seq: cap P on masked tokens per sequence; None
-            gives 20 at 128, 80 at 512 (see `default_max_predictions`).
-        batch_size: examples per batch.
-        seed: an int for reproducible pairs, order and masks; None draws fresh ones.
-        next_sentence_prediction: False for MLM-only single segments ("No NSP").
-        masked_lm_rate, mask_token_rate, random_token_rate: 15% / 80% / 10%
-            (Table 8 ablates the last two).
-        whole_word_masking: mask all WordPiece pieces of a word together.
-        short_sequence_probability: chance of a shorter target length (0.1).
-        dupe_factor: passes over the corpus when drawing pairs.
-        shuffle: shuffle the examples every epoch.
-        drop_remainder: drop a last, smaller batch.
-        progress: tqdm bars for tokenization and pairing.
+        tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
+        sequence_length: int. The packed length, special tokens included
+            (128, then 512). Defaults to `128`.
+        max_predictions_per_seq: int or None. The cap P on masked tokens per
+            sequence. Defaults to `None`: 20 at 128, 80 at 512 (see
+            `default_max_predictions`).
+        batch_size: int. Examples per batch. Defaults to `32`.
+        seed: int or None. A seed for reproducible pairs, order and masks.
+            Defaults to `None`: fresh ones.
+        next_sentence_prediction: bool. False for MLM-only single segments
+            ("No NSP"). Defaults to `True`.
+        masked_lm_rate: float. The fraction of tokens chosen for prediction.
+            Defaults to `0.15`.
+        mask_token_rate: float. The fraction of chosen tokens replaced by
+            `[MASK]` (Table 8 ablates it). Defaults to `0.8`.
+        random_token_rate: float. The fraction of chosen tokens replaced by a
+            random token (Table 8 ablates it). Defaults to `0.1`.
+        whole_word_masking: bool. Whether to mask all WordPiece pieces of a
+            word together. Defaults to `False`.
+        short_sequence_probability: float. The chance of a shorter target
+            length. Defaults to `0.1`.
+        dupe_factor: int. Passes over the corpus when drawing pairs. Defaults to `1`.
+        shuffle: bool. Whether to shuffle the examples every epoch. Defaults to `True`.
+        drop_remainder: bool. Whether to drop a last, smaller batch. Defaults to `False`.
+        progress: bool. Whether to show tqdm bars for tokenization and
+            pairing. Defaults to `True`.
 
     Returns:
         A `tf.data.Dataset` of `(features, labels)`: features `token_ids`,

@@ -44,12 +44,13 @@ def write_pretraining_tfrecords(dataset, output_prefix, num_shards=1, progress=T
     shards (BERT sec. 3.1, A.2; google-research/bert's static masking).
 
     Args:
-        dataset: `(features, labels)` batches or examples, as made by
-            `kzoo.data.pretraining_dataset`; one pass over it is written.
-        output_prefix: path prefix; shards are named
+        dataset: `tf.data.Dataset`. `(features, labels)` batches or examples,
+            as made by `kzoo.data.pretraining_dataset`; one pass over it is written.
+        output_prefix: str. The path prefix; shards are named
             `{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord`.
-        num_shards: examples are dealt round-robin over this many files.
-        progress: show a tqdm progress bar.
+        num_shards: int. Examples are dealt round-robin over this many files.
+            Defaults to `1`.
+        progress: bool. Whether to show a tqdm progress bar. Defaults to `True`.
 
     Returns:
         The list of files written.
@@ -130,11 +131,13 @@ def read_pretraining_tfrecords(
     count are read from the first record.
 
     Args:
-        file_patterns: a path or glob pattern, or a list of them.
-        batch_size: examples per batch.
-        shuffle: shuffle files and examples (every epoch).
-        seed: an int for a reproducible order.
-        drop_remainder: drop a last, smaller batch.
+        file_patterns: str or list of str. Paths or glob patterns.
+        batch_size: int. Examples per batch. Defaults to `32`.
+        shuffle: bool. Whether to shuffle files and examples (every epoch).
+            Defaults to `True`.
+        seed: int. A seed for a reproducible order. Defaults to `None`.
+        drop_remainder: bool. Whether to drop a last, smaller batch. Defaults
+            to `False`.
 
     Returns:
         A `tf.data.Dataset` with the same structure as `kzoo.data.pretraining_dataset`'s.

@@ -90,14 +90,15 @@ def tokenize_documents(documents, tokenizer, batch_size=16384, progress=True):
     Sentences that tokenize to nothing are dropped, and documents left empty with them.
 
     Args:
-        documents: a list of documents, each a list of sentence strings
-            (see `kzoo.data.read_documents`).
-        tokenizer: a `kzoo.BertTokenizer` (BERT sec. 3 WordPiece).
-        batch_size: the most sentences per tokenizer call. Calls run on one
-            thread per CPU core, in batches of equal size, as few as this
+        documents: list of lists of str. The documents, each a list of
+            sentence strings (see `kzoo.data.read_documents`).
+        tokenizer: `kzoo.BertTokenizer`. The tokenizer (BERT sec. 3 WordPiece).
+        batch_size: int. The most sentences per tokenizer call. Calls run on
+            one thread per CPU core, in batches of equal size, as few as this
             allows, in a multiple of the thread count (each call pays a fixed
-            set-up: the tokenizer compiles its regular expressions).
-        progress: show a tqdm progress bar.
+            set-up: the tokenizer compiles its regular expressions). Defaults
+            to `16384`.
+        progress: bool. Whether to show a tqdm progress bar. Defaults to `True`.
 
     Returns:
         A `TokenizedCorpus`.
@@ -297,14 +298,17 @@ def sentence_pairs(
     consecutive sentences of one document up to `sequence_length - 2` tokens.
 
     Args:
-        corpus: a `TokenizedCorpus` (see `tokenize_documents`).
-        sequence_length: the packed length, special tokens included.
-        next_sentence_prediction: make NSP pairs (True) or single segments.
-        short_sequence_probability: 0.1 as in google-research/bert.
-        dupe_factor: passes over the corpus, each with new random splits
+        corpus: `kzoo.data.TokenizedCorpus`. See `tokenize_documents`.
+        sequence_length: int. The packed length, special tokens included.
+        next_sentence_prediction: bool. Make NSP pairs (True) or single
+            segments. Defaults to `True`.
+        short_sequence_probability: float. The chance of a shorter target
+            length. Defaults to `0.1`, as in google-research/bert.
+        dupe_factor: int. Passes over the corpus, each with new random splits
             and partners (google-research/bert uses 10 with static masks).
-        seed: an int for reproducible pairs.
-        progress: show a tqdm progress bar.
+            Defaults to `1`.
+        seed: int. A seed for reproducible pairs. Defaults to `None`.
+        progress: bool. Whether to show a tqdm progress bar. Defaults to `True`.
 
     Returns:
         `SentencePairs`.
@@ -349,9 +353,13 @@ def sentence_pair_spans(
     offsets; `pretraining_dataset` gathers all spans at once from them.
 
     Args:
-        corpus, sequence_length, next_sentence_prediction,
-        short_sequence_probability, dupe_factor, seed, progress: as in
-            `sentence_pairs`.
+        corpus: `kzoo.data.TokenizedCorpus`. As in `sentence_pairs`.
+        sequence_length: int. As in `sentence_pairs`.
+        next_sentence_prediction: bool. As in `sentence_pairs`. Defaults to `True`.
+        short_sequence_probability: float. As in `sentence_pairs`. Defaults to `0.1`.
+        dupe_factor: int. As in `sentence_pairs`. Defaults to `1`.
+        seed: int. As in `sentence_pairs`. Defaults to `None`.
+        progress: bool. As in `sentence_pairs`. Defaults to `True`.
 
     Returns:
         `PairSpans`.

@@ -35,15 +35,15 @@ class Dropout(keras.layers.Dropout):
     calls `torch.nn.functional.dropout`; this layer is as fast as the latter).
 
     Args:
-        rate: fraction of the inputs to drop, in [0, 1).
-        noise_shape: as `keras.layers.Dropout`; with a `noise_shape` the
-            layer is `keras.layers.Dropout`.
-        seed: optional int seed.
+        rate: float. The fraction of the inputs to drop, in [0, 1).
+        noise_shape: tuple of ints. As `keras.layers.Dropout`. Defaults to
+            `None`: with a `noise_shape` the layer is `keras.layers.Dropout`.
+        seed: int. The random seed. Defaults to `None`.
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: a tensor of any shape.
-        training: dropout is active only when true.
+        inputs: tensor of any shape. The values to drop.
+        training: bool. Dropout is active only when true. Defaults to `False`.
 
     Example:
 

@@ -23,6 +23,12 @@ def get_activation(name):
     They differ by up to ~5e-4 per element, enough to break checkpoint parity,
     so kzoo never substitutes one for the other.
 
+    Args:
+        name: str. `"relu"`, `"gelu"` or `"gelu_approximate"`.
+
+    Returns:
+        callable. The activation function.
+
     Example:
 
     >>> import numpy as np
@@ -47,16 +53,19 @@ class FeedForward(keras.layers.Layer):
     | output size        | d_model (the input's last dimension) |
 
     Args:
-        intermediate_dim: the inner size d_ff (2048 in the Transformer base
-            model, 4H in BERT).
-        activation: "relu" (Transformer), "gelu" (exact, BERT) or
-            "gelu_approximate" (tanh approximation).
-        kernel_initializer: initializer for W1 and W2.
-        bias_initializer: initializer for b1 and b2.
+        intermediate_dim: int. The inner size d_ff (2048 in the Transformer
+            base model, 4H in BERT).
+        activation: str. "relu" (Transformer), "gelu" (exact, BERT) or
+            "gelu_approximate" (tanh approximation). Defaults to `"relu"`.
+        kernel_initializer: str or `keras.initializers.Initializer`. The
+            initializer of W1 and W2. Defaults to `"glorot_uniform"`.
+        bias_initializer: str or `keras.initializers.Initializer`. The
+            initializer of b1 and b2. Defaults to `"zeros"`.
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: `(batch, sequence_length, d_model)`.
+        inputs: float tensor of shape `(batch, sequence_length, d_model)`.
+            The hidden states.
 
     Returns:
         `(batch, sequence_length, d_model)`.

@@ -18,6 +18,12 @@ def large_negative_number(dtype):
     own softmax does) and `-1e9` otherwise (BERT used -10000; any value far
     below real logits gives the same probabilities).
 
+    Args:
+        dtype: str or dtype. The dtype of the attention logits.
+
+    Returns:
+        float. `-3e4` or `-1e9`.
+
     Example:
 
     >>> large_negative_number("float16")
@@ -32,7 +38,8 @@ def padding_attention_mask(padding_mask):
     """Turns a `(batch, key_length)` padding mask into an attention mask.
 
     Args:
-        padding_mask: `(batch, key_length)` tensor; non-zero / `True` marks real tokens.
+        padding_mask: tensor of shape `(batch, key_length)`. Non-zero /
+            `True` marks real tokens.
 
     Returns:
         Boolean `(batch, 1, key_length)`, broadcastable against any query length.
@@ -51,10 +58,11 @@ def causal_attention_mask(query_length, key_length, query_offset=0):
     """The decoder's causal mask (sec. 3.2.3): position i sees keys 0..i only.
 
     Args:
-        query_length: number of query positions.
-        key_length: number of key positions.
-        query_offset: absolute position of the first query, for incremental
-            decoding with a key/value cache (an int or a scalar tensor).
+        query_length: int. The number of query positions.
+        key_length: int. The number of key positions.
+        query_offset: int or scalar tensor. The absolute position of the
+            first query, for incremental decoding with a key/value cache.
+            Defaults to `0`.
 
     Returns:
         Boolean `(1, query_length, key_length)`.
@@ -74,7 +82,11 @@ def causal_attention_mask(query_length, key_length, query_offset=0):
 def merge_attention_masks(*masks):
     """Logical AND of any number of boolean masks; `None` entries are skipped.
 
-    Returns `None` when every mask is `None`.
+    Args:
+        *masks: bool tensors or None. Masks broadcastable to one shape.
+
+    Returns:
+        A bool tensor, or `None` when every mask is `None`.
 
     Example:
 

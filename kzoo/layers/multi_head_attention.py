@@ -37,28 +37,34 @@ class MultiHeadAttention(keras.layers.Layer):
     finite; their outputs are padding and are ignored downstream.
 
     Args:
-        num_heads: number of heads, h.
-        key_dim: size of each query/key head, d_k.
-        value_dim: size of each value head, d_v. Defaults to `key_dim`.
-        output_dim: size of the output projection W^O. Defaults to the last
-            dimension of the query.
-        dropout: dropout rate on the attention probabilities.
-        use_bias: whether the four projections have biases.
-        kernel_initializer: initializer for the projection kernels.
-        bias_initializer: initializer for the projection biases.
+        num_heads: int. The number of heads, h.
+        key_dim: int. The size of each query/key head, d_k.
+        value_dim: int. The size of each value head, d_v. Defaults to `None`:
+            `key_dim`.
+        output_dim: int. The size of the output projection W^O. Defaults to
+            `None`: the last dimension of the query.
+        dropout: float. The dropout rate on the attention probabilities.
+            Defaults to `0.0`.
+        use_bias: bool. Whether the four projections have biases. Defaults
+            to `True`.
+        kernel_initializer: str or `keras.initializers.Initializer`. The
+            initializer of the projection kernels. Defaults to `"glorot_uniform"`.
+        bias_initializer: str or `keras.initializers.Initializer`. The
+            initializer of the projection biases. Defaults to `"zeros"`.
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        query: `(batch, query_length, query_dim)`.
-        value: `(batch, key_length, value_input_dim)`; defaults to `query`
-            (self-attention). Pass the encoder output here for
-            encoder-decoder attention.
-        key: `(batch, key_length, key_input_dim)`; defaults to `value`.
-        attention_mask: boolean, broadcastable to
-            `(batch, query_length, key_length)`; `True` means "may attend".
-            See `kzoo.layers.padding_attention_mask` and
-            `kzoo.layers.causal_attention_mask`.
-        cache: optional `(key_cache, value_cache)`, shaped
+        query: float tensor of shape `(batch, query_length, query_dim)`. The queries.
+        value: float tensor of shape `(batch, key_length, value_input_dim)`.
+            Pass the encoder output here for encoder-decoder attention.
+            Defaults to `None`: `query` (self-attention).
+        key: float tensor of shape `(batch, key_length, key_input_dim)`.
+            Defaults to `None`: `value`.
+        attention_mask: bool tensor, broadcastable to `(batch, query_length,
+            key_length)`. `True` means "may attend". See
+            `kzoo.layers.padding_attention_mask` and
+            `kzoo.layers.causal_attention_mask`. Defaults to `None`.
+        cache: tuple of two tensors. `(key_cache, value_cache)`, shaped
             `(batch, max_length, num_heads, key_dim)` and
             `(batch, max_length, num_heads, value_dim)`, for incremental
             decoding. With `cache_update_index`, the projected key/value of
@@ -66,12 +72,13 @@ class MultiHeadAttention(keras.layers.Layer):
             attends over the whole cache (mask future slots with
             `attention_mask`). Without it, the cache is used as is (the
             encoder's keys/values in cross-attention; see
-            `compute_key_value`).
-        cache_update_index: int or scalar tensor, the position of this call's
-            first token in the cache.
-        return_attention_scores: also return the attention probabilities,
-            `(batch, num_heads, query_length, key_length)`.
-        training: whether dropout is active.
+            `compute_key_value`). Defaults to `None`.
+        cache_update_index: int or scalar tensor. The position of this call's
+            first token in the cache. Defaults to `None`.
+        return_attention_scores: bool. Also return the attention
+            probabilities, `(batch, num_heads, query_length, key_length)`.
+            Defaults to `False`.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         `output` of shape `(batch, query_length, output_dim)`; then, in this

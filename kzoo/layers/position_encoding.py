@@ -22,12 +22,15 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     makes positions above 256 collide).
 
     Args:
-        max_wavelength: the base of the geometric progression, 10000 in the paper.
+        max_wavelength: float. The base of the geometric progression.
+            Defaults to `10000`, as in the paper.
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: `(batch, sequence_length, d_model)` embeddings; only the shape is read.
-        start_index: position of the first token (for step-by-step decoding).
+        inputs: float tensor of shape `(batch, sequence_length, d_model)`.
+            The embeddings; only the shape is read.
+        start_index: int or scalar tensor. The position of the first token
+            (for step-by-step decoding). Defaults to `0`.
 
     Returns:
         `(sequence_length, d_model)` encodings to add to the embeddings.
@@ -88,13 +91,17 @@ class PositionEmbedding(keras.layers.Layer):
     lengths, on every backend (see `kzoo.backend.checks.check_positions_fit`).
 
     Args:
-        max_sequence_length: number of rows (512 for BERT).
-        initializer: initializer of the table (BERT: truncated normal, stddev 0.02).
+        max_sequence_length: int. The number of rows (512 for BERT).
+        initializer: str or `keras.initializers.Initializer`. The initializer
+            of the table (BERT: truncated normal, stddev 0.02). Defaults to
+            `"glorot_uniform"`.
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: `(batch, sequence_length, hidden_dim)` embeddings; only the shape is read.
-        start_index: position of the first token.
+        inputs: float tensor of shape `(batch, sequence_length, hidden_dim)`.
+            The embeddings; only the shape is read.
+        start_index: int or scalar tensor. The position of the first token.
+            Defaults to `0`.
 
     Returns:
         `(sequence_length, hidden_dim)` position embeddings to add to the inputs.

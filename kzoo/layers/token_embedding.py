@@ -19,15 +19,30 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     NaN rows silently.
 
     Args:
-        input_dim: vocabulary size.
-        output_dim: embedding size (d_model, or H for BERT).
-        tie_weights: share the embedding matrix with the reverse projection.
-        **kwargs: other `keras.layers.ReversibleEmbedding` arguments.
+        input_dim: int. The vocabulary size.
+        output_dim: int. The embedding size (d_model, or H for BERT).
+        tie_weights: bool. Whether to share the embedding matrix with the
+            reverse projection. Defaults to `True`.
+        embeddings_initializer: str or `keras.initializers.Initializer`. The
+            initializer of the table. Defaults to `"uniform"`.
+        embeddings_regularizer: `keras.regularizers.Regularizer`. Applied to
+            the table. Defaults to `None`.
+        embeddings_constraint: `keras.constraints.Constraint`. Applied to
+            the table. Defaults to `None`.
+        mask_zero: bool. Whether id 0 is padding, to be masked out. Defaults
+            to `False`.
+        reverse_dtype: str. The dtype of the reverse projection. Defaults to
+            `None`: the layer's compute dtype.
+        logit_soft_cap: float. If set, `reverse=True` logits become
+            `tanh(logits / logit_soft_cap) * logit_soft_cap`. Defaults to `None`.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        inputs: integer ids `(batch, sequence_length)`, or hidden states
-            `(batch, sequence_length, output_dim)` with `reverse=True`.
-        reverse: project hidden states to `(batch, sequence_length, input_dim)` logits.
+        inputs: int tensor of shape `(batch, sequence_length)`. The ids, or
+            hidden states `(batch, sequence_length, output_dim)` with
+            `reverse=True`.
+        reverse: bool. Project hidden states to `(batch, sequence_length,
+            input_dim)` logits. Defaults to `False`.
 
     Example:
 

@@ -42,18 +42,26 @@ class TransformerBlock(keras.layers.Layer):
     | `dropout`          | P_drop (residual dropout, sec. 5.4)   |
 
     Args:
-        num_heads: attention heads h.
-        intermediate_dim: feed-forward inner size d_ff.
-        key_dim: query/key size per head d_k; defaults to d_model / h.
-        value_dim: value size per head d_v; defaults to `key_dim`.
-        dropout: P_drop, applied to every sub-layer output before the residual add.
-        attention_dropout: dropout on attention probabilities. The Transformer
-            paper has none (0.0, the default); BERT uses 0.1.
-        activation: feed-forward activation, "relu", "gelu" or "gelu_approximate".
-        layer_norm_epsilon: LayerNorm epsilon (1e-6 as in tensor2tensor; BERT 1e-12).
-        normalize_first: pre-LN instead of the paper's post-LN.
-        kernel_initializer: initializer for every kernel.
-        bias_initializer: initializer for every bias.
+        num_heads: int. The number of attention heads, h.
+        intermediate_dim: int. The feed-forward inner size, d_ff.
+        key_dim: int or None. The query/key size per head, d_k. Defaults to
+            `None`: d_model / h.
+        value_dim: int or None. The value size per head, d_v. Defaults to
+            `None`: `key_dim`.
+        dropout: float. P_drop, applied to every sub-layer output before the
+            residual add. Defaults to `0.1`.
+        attention_dropout: float. Dropout on attention probabilities; the
+            Transformer paper has none, BERT uses 0.1. Defaults to `0.0`.
+        activation: str. The feed-forward activation: "relu", "gelu" or
+            "gelu_approximate". Defaults to `"relu"`.
+        layer_norm_epsilon: float. The LayerNorm epsilon (BERT: 1e-12).
+            Defaults to `1e-6`, as in tensor2tensor.
+        normalize_first: bool. Pre-LN instead of the paper's post-LN.
+            Defaults to `False`.
+        kernel_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every kernel. Defaults to `"glorot_uniform"`.
+        bias_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every bias. Defaults to `"zeros"`.
         **kwargs: `keras.layers.Layer` arguments.
 
     Example (the subclasses take exactly these arguments):

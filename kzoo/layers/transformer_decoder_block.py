@@ -21,25 +21,52 @@ class TransformerDecoderBlock(TransformerBlock):
     attention the queries come from the decoder and the keys and values from
     the encoder output, the "memory" (sec. 3.2.3).
 
-    Constructor arguments are those of `kzoo.layers.TransformerBlock`.
+    Args:
+        num_heads: int. The number of attention heads, h.
+        intermediate_dim: int. The feed-forward inner size, d_ff.
+        key_dim: int or None. The query/key size per head, d_k. Defaults to
+            `None`: d_model / h.
+        value_dim: int or None. The value size per head, d_v. Defaults to
+            `None`: `key_dim`.
+        dropout: float. P_drop, applied to every sub-layer output before the
+            residual add. Defaults to `0.1`.
+        attention_dropout: float. Dropout on attention probabilities; the
+            Transformer paper has none, BERT uses 0.1. Defaults to `0.0`.
+        activation: str. The feed-forward activation: "relu", "gelu" or
+            "gelu_approximate". Defaults to `"relu"`.
+        layer_norm_epsilon: float. The LayerNorm epsilon (BERT: 1e-12).
+            Defaults to `1e-6`, as in tensor2tensor.
+        normalize_first: bool. Pre-LN instead of the paper's post-LN.
+            Defaults to `False`.
+        kernel_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every kernel. Defaults to `"glorot_uniform"`.
+        bias_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every bias. Defaults to `"zeros"`.
+        **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        decoder_sequence: `(batch, target_length, d_model)`.
-        encoder_sequence: `(batch, source_length, d_model)`, the encoder output.
-            May be omitted when `cross_attention_cache` holds its projections.
-        decoder_padding_mask: optional `(batch, key_length)` for the
-            self-attention keys (`key_length` is `target_length`, or the cache
-            length when decoding with a cache).
-        encoder_padding_mask: optional `(batch, source_length)`.
-        use_causal_mask: apply the causal mask (default `True`).
-        self_attention_cache: optional `(key_cache, value_cache)` for
-            step-by-step decoding (see `kzoo.layers.MultiHeadAttention`).
-        self_attention_cache_update_index: where this call's tokens go in the cache.
-        cross_attention_cache: optional precomputed `(keys, values)` of the
-            encoder output, from `block.cross_attention.compute_key_value(memory)`.
-        return_attention_scores: also return
-            `{"self_attention": ..., "cross_attention": ...}` probabilities.
-        training: whether dropout is active.
+        decoder_sequence: float tensor of shape `(batch, target_length,
+            d_model)`. The decoder's input.
+        encoder_sequence: float tensor of shape `(batch, source_length,
+            d_model)` or None. The encoder output; may be omitted when
+            `cross_attention_cache` holds its projections. Defaults to `None`.
+        decoder_padding_mask: tensor of shape `(batch, key_length)` or None.
+            For the self-attention keys (`key_length` is `target_length`, or
+            the cache length when decoding with a cache). Defaults to `None`.
+        encoder_padding_mask: tensor of shape `(batch, source_length)` or
+            None. For the encoder-decoder attention keys. Defaults to `None`.
+        use_causal_mask: bool. Whether to apply the causal mask. Defaults to `True`.
+        self_attention_cache: tuple of two tensors or None. `(key_cache,
+            value_cache)` for step-by-step decoding (see
+            `kzoo.layers.MultiHeadAttention`). Defaults to `None`.
+        self_attention_cache_update_index: int or scalar tensor. Where this
+            call's tokens go in the cache. Defaults to `None`.
+        cross_attention_cache: tuple of two tensors or None. Precomputed
+            `(keys, values)` of the encoder output, from
+            `block.cross_attention.compute_key_value(memory)`. Defaults to `None`.
+        return_attention_scores: bool. Also return `{"self_attention": ...,
+            "cross_attention": ...}` probabilities. Defaults to `False`.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         `(batch, target_length, d_model)`; then, only when asked for, the

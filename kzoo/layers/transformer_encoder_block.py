@@ -14,26 +14,49 @@ class TransformerEncoderBlock(TransformerBlock):
     pre-LN with `normalize_first=True`). BERT's encoder layer is this block
     with GELU and `attention_dropout=0.1` (BERT sec. 3).
 
-    Constructor arguments are those of `kzoo.layers.TransformerBlock`
-    (`num_heads`, `intermediate_dim`, `key_dim`, `value_dim`, `dropout`,
-    `attention_dropout`, `activation`, `layer_norm_epsilon`,
-    `normalize_first`, initializers).
+    Args:
+        num_heads: int. The number of attention heads, h.
+        intermediate_dim: int. The feed-forward inner size, d_ff.
+        key_dim: int or None. The query/key size per head, d_k. Defaults to
+            `None`: d_model / h.
+        value_dim: int or None. The value size per head, d_v. Defaults to
+            `None`: `key_dim`.
+        dropout: float. P_drop, applied to every sub-layer output before the
+            residual add. Defaults to `0.1`.
+        attention_dropout: float. Dropout on attention probabilities; the
+            Transformer paper has none, BERT uses 0.1. Defaults to `0.0`.
+        activation: str. The feed-forward activation: "relu", "gelu" or
+            "gelu_approximate". Defaults to `"relu"`.
+        layer_norm_epsilon: float. The LayerNorm epsilon (BERT: 1e-12).
+            Defaults to `1e-6`, as in tensor2tensor.
+        normalize_first: bool. Pre-LN instead of the paper's post-LN.
+            Defaults to `False`.
+        kernel_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every kernel. Defaults to `"glorot_uniform"`.
+        bias_initializer: str or `keras.initializers.Initializer`. The
+            initializer of every bias. Defaults to `"zeros"`.
+        **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
-        inputs: `(batch, sequence_length, d_model)`.
-        padding_mask: optional `(batch, sequence_length)`, non-zero for real tokens.
-        attention_mask: optional boolean `(batch, sequence_length, sequence_length)`;
-            combined with `padding_mask` by logical AND.
-        output_positions: optional int `(batch, P)`: compute the block's
-            outputs only at these positions. Every position still serves as a
-            key and value, so the rows equal those of the full output; the
-            queries, the output projection and the feed-forward network run on
-            `P` rows instead of `sequence_length`. For the last layer of a
-            model whose head reads a few positions (BERT's masked LM, sec. 3.1
-            of the BERT paper: no work for outputs the loss never reads).
-        return_attention_scores: also return the attention probabilities
-            `(batch, num_heads, query_length, sequence_length)`.
-        training: whether dropout is active.
+        inputs: float tensor of shape `(batch, sequence_length, d_model)`.
+            The block's input.
+        padding_mask: tensor of shape `(batch, sequence_length)` or None.
+            Non-zero for real tokens. Defaults to `None`.
+        attention_mask: bool tensor of shape `(batch, sequence_length,
+            sequence_length)` or None. Combined with `padding_mask` by
+            logical AND. Defaults to `None`.
+        output_positions: int tensor of shape `(batch, P)` or None. Compute
+            the block's outputs only at these positions. Every position still
+            serves as a key and value, so the rows equal those of the full
+            output; the queries, the output projection and the feed-forward
+            network run on `P` rows instead of `sequence_length`. For the last
+            layer of a model whose head reads a few positions (BERT's masked
+            LM, sec. 3.1 of the BERT paper: no work for outputs the loss never
+            reads). Defaults to `None`.
+        return_attention_scores: bool. Also return the attention
+            probabilities `(batch, num_heads, query_length, sequence_length)`.
+            Defaults to `False`.
+        training: bool. Whether dropout is active. Defaults to `None`.
 
     Returns:
         `(batch, sequence_length, d_model)` (`(batch, P, d_model)` with

@@ -35,7 +35,8 @@ class Preprocessor(keras.layers.Layer):
     `tokenizer.json` and the vocabulary under `assets/` (KerasHub's layout).
 
     Args:
-        tokenizer: a tokenizer (e.g. `kzoo.BertTokenizer`), kept as `self.tokenizer`.
+        tokenizer: `kzoo.tokenizers.WordPieceTokenizer`. The tokenizer (e.g. a
+            `kzoo.BertTokenizer`), kept as `self.tokenizer`.
 
     Example:
 
@@ -100,8 +101,8 @@ class Preprocessor(keras.layers.Layer):
         embedding table, or `sequence_length` (if any) exceeds its position table.
 
         Args:
-            backbone: a `kzoo.models.Backbone` with `vocabulary_size` and
-                `max_sequence_length`.
+            backbone: `kzoo.models.Backbone`. A backbone with `vocabulary_size`
+                and `max_sequence_length`.
 
         Example:
 
@@ -140,9 +141,10 @@ class Preprocessor(keras.layers.Layer):
         map for every `fit` or `predict`.
 
         Args:
-            x: a tensor, or a tuple of tensors (e.g. sentence pairs), from `to_tensors`.
-            y: labels as `x`, or None. Defaults to `None`.
-            sample_weight: weights as `x`, or None. Defaults to `None`.
+            x: tensor or tuple of tensors. The examples (a tuple for e.g.
+                sentence pairs), from `to_tensors`.
+            y: tensor or None. Labels, as `x`. Defaults to `None`.
+            sample_weight: tensor or None. Weights, as `x`. Defaults to `None`.
 
         Returns:
             `(inputs, labels, sample_weight)`, NumPy arrays (None where absent).
@@ -189,7 +191,8 @@ def to_tensors(value):
     None stays None.
 
     Args:
-        value: a list, NumPy array, tensor, a tuple of those, or None.
+        value: list, NumPy array, tensor, tuple of those, or None. Examples or
+            labels in memory.
 
     Returns:
         A `tf.Tensor` / `tf.RaggedTensor`, a tuple of them, or None.

@@ -289,12 +289,12 @@ class Task(keras.Model):
         """Compiles with the task's recipe unless told otherwise.
 
         Args:
-            optimizer: a Keras optimizer or None. Defaults to `None`:
+            optimizer: `keras.optimizers.Optimizer` or None. Defaults to `None`:
                 `default_optimizer()`, scheduled by the first `fit` over its
                 epochs × batches per epoch (unscheduled, with a warning, when
                 the data do not tell them).
-            loss: a Keras loss or `"auto"`, `default_loss()`. Defaults to `"auto"`.
-            metrics: Keras metrics or `"auto"`, `default_metrics()`. Defaults to `"auto"`.
+            loss: str or `keras.losses.Loss`. `"auto"` is `default_loss()`. Defaults to `"auto"`.
+            metrics: list or str. Keras metrics; `"auto"` is `default_metrics()`. Defaults to `"auto"`.
             **kwargs: other `keras.Model.compile` arguments (`jit_compile`, ...).
         """
         # A read-only mapping: Keras would track a dict and count its metrics twice.

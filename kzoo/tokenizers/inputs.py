@@ -50,8 +50,9 @@ def to_string_tensor(inputs, caller="BertTokenizer"):
     not text (BERT sec. 3's input is text).
 
     Args:
-        inputs: str, bytes, a (nested) list of them, a numpy array of str or
-            bytes, or a `tf.string` tensor (dense or ragged, passed through).
+        inputs: str, bytes, list, numpy array or `tf.string` tensor. The text:
+            a (nested) list or numpy array of str or bytes, or a dense or
+            ragged `tf.string` tensor (passed through).
         caller: str. The name the error message starts with. Defaults to
             `"BertTokenizer"` (the BERT preprocessors' tokenizer).
 

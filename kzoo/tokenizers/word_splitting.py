@@ -88,7 +88,8 @@ def split_normalized_with_offsets(text):
     with their byte offsets.
 
     Args:
-        text: 1-D `tf.string` tensor, already normalized (see `normalize`).
+        text: `tf.string` tensor of shape `(batch,)`. Already normalized
+            (see `normalize`).
 
     Returns:
         `(words, starts, ends)`: ragged `(batch, words)` tensors of the words
@@ -108,7 +109,7 @@ def split_words(strings, lowercase=True, strip_accents=None):
     space and punctuation.
 
     Args:
-        strings: 1-D `tf.string` tensor.
+        strings: `tf.string` tensor of shape `(batch,)`. The texts.
         lowercase: bool. Whether to lower-case (uncased models). Defaults to
             `True`.
         strip_accents: bool or `None`. Whether to remove accents; `None`

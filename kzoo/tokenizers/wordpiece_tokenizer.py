@@ -212,7 +212,7 @@ class WordPieceTokenizer:
         """Token ids (BERT sec. 3).
 
         Args:
-            inputs: str, list of str, numpy array or `tf.string` tensor; a
+            inputs: str, list of str, numpy array or `tf.string` tensor. A
                 scalar string or a 1-D batch.
             sequence_length: int or `None`. If given, the ids are truncated
                 and padded with the padding token to this length. Defaults
@@ -251,7 +251,7 @@ class WordPieceTokenizer:
         for SQuAD answer spans (BERT sec. 4.2).
 
         Args:
-            inputs: str, list of str, numpy array or `tf.string` tensor; a
+            inputs: str, list of str, numpy array or `tf.string` tensor. A
                 scalar string or a 1-D batch.
 
         Returns:
@@ -278,7 +278,7 @@ class WordPieceTokenizer:
         padding token dropped.
 
         Args:
-            ids: int ids: a list, numpy array, tensor or ragged tensor,
+            ids: list, numpy array, tensor or ragged tensor. Int ids,
                 `(length,)` or `(batch, length)`.
 
         Returns:

@@ -232,8 +232,9 @@ class BertBackbone(Backbone):
         """`inputs` as the dict the graph takes, with the defaults filled in.
 
         Args:
-            inputs: a dict with `token_ids` and optionally `segment_ids` and
-                `padding_mask`, or a bare `token_ids` tensor; lists become arrays.
+            inputs: dict or int tensor. A dict with `token_ids` and optionally
+                `segment_ids` and `padding_mask`, or a bare `token_ids` tensor;
+                lists become arrays.
 
         Returns:
             A dict with `token_ids`, `segment_ids` (zeros by default) and
@@ -275,7 +276,7 @@ class BertBackbone(Backbone):
         segment embeddings, summed, then LayerNorm and dropout.
 
         Args:
-            inputs: a dict from `complete_inputs`, each `(batch, sequence_length)`.
+            inputs: dict. From `complete_inputs`, each `(batch, sequence_length)`.
             training: bool. Whether dropout is active. Defaults to `None`
                 (Keras' training flag).
 
@@ -320,9 +321,9 @@ class BertBackbone(Backbone):
         and [CLS]).
 
         Args:
-            embeddings: `(batch, sequence_length, H)`, from `embed`.
-            padding_mask: `(batch, sequence_length)`, 1 for real tokens.
-            output_positions: int `(batch, P)` or None. Positions the last
+            embeddings: float tensor of shape `(batch, sequence_length, H)`. From `embed`.
+            padding_mask: int tensor of shape `(batch, sequence_length)`. 1 for real tokens.
+            output_positions: int tensor of shape `(batch, P)` or None. Positions the last
                 layer computes. Defaults to `None`, every position.
             return_hidden_states: bool. Add `hidden_states`, the L + 1
                 `(batch, sequence_length, H)` tensors (embeddings, then every

@@ -57,7 +57,7 @@ def bio_entities(tags):
     (the NER evaluation of BERT sec. 5.3).
 
     Args:
-        tags: a sequence of tag strings ("O", "B-PER", "I-PER", ...).
+        tags: list of str. The tags ("O", "B-PER", "I-PER", ...).
 
     Returns:
         A list of `(type, start, end)` in order, `end` exclusive.
@@ -98,8 +98,9 @@ def entity_f1(true_tag_sequences, predicted_tag_sequences):
     entities, precision (or recall) is 0; F1 is 0 when nothing is correct.
 
     Args:
-        true_tag_sequences: one list of tag strings per sentence.
-        predicted_tag_sequences: the predicted tags, equally long sentences.
+        true_tag_sequences: list of lists of str. The true tags, one list per sentence.
+        predicted_tag_sequences: list of lists of str. The predicted tags,
+            equally long sentences.
 
     Returns:
         `{"precision": float, "recall": float, "f1": float}`.

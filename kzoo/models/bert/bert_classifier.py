@@ -31,8 +31,8 @@ class BertClassifier(Task):
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_classes: int. K, the number of labels (1 for regression).
-        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
-            With one, `fit`/`evaluate`/`predict` take raw text: a batch of
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None. With
+            one, `fit`/`evaluate`/`predict` take raw text: a batch of
             strings, or a tuple `(texts_a, texts_b)` for pairs. Defaults to `None`.
         dropout: float. The dropout rate on C before the classification
             layer. Defaults to `0.1`.

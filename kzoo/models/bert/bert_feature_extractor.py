@@ -76,8 +76,8 @@ class BertFeatureExtractor(Task):
         backbone: `kzoo.BertBackbone`. The encoder (at least 4 layers for the
             last-four rows), kept as `self.backbone`.
         strategy: str. One of the rows above. Defaults to `"concat_last_four"`.
-        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
-            With one, `predict` takes raw text. Defaults to `None`.
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None. With
+            one, `predict` takes raw text. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:

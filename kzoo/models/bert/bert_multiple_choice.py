@@ -37,8 +37,8 @@ class BertMultipleChoice(Task):
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_choices: int. The number of candidates per example (4 in SWAG).
-        preprocessor: `BertMultipleChoicePreprocessor`, another BERT
-            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+        preprocessor: `kzoo.BertMultipleChoicePreprocessor` or None. Another
+            BERT preprocessor or a `kzoo.BertTokenizer` is converted. With one,
             `fit`/`predict` take `(contexts, choices)` raw strings. Defaults to `None`.
         dropout: float. The dropout rate on C. Defaults to `0.1`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).

@@ -25,9 +25,9 @@ class BertMultipleChoicePreprocessor(Preprocessor):
     Call arguments:
         x: tuple. `(contexts, choices)`: `contexts` a batch of strings
             `(batch,)`, `choices` strings `(batch, num_choices)`.
-        y: the index of the right choice per example, passed through.
-            Defaults to `None`.
-        sample_weight: weights, passed through. Defaults to `None`.
+        y: int tensor of shape `(batch,)` or None. The index of the right
+            choice per example, passed through. Defaults to `None`.
+        sample_weight: tensor or None. Weights, passed through. Defaults to `None`.
 
     Returns:
         A dict of int32 tensors `(batch, num_choices, sequence_length)`, or

@@ -55,14 +55,15 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     `lr(0) = 0`, as in google-research/bert and Hugging Face.
 
     Args:
-        peak_learning_rate: the learning rate at the end of the warmup (1e-4).
-        warmup_steps: number of warmup steps (10,000); 0 starts at the peak.
-        total_steps: the step at which the decay reaches `end_learning_rate`
+        peak_learning_rate: float. The learning rate at the end of the warmup (1e-4).
+        warmup_steps: int. The number of warmup steps (10,000); 0 starts at the peak.
+        total_steps: int. The step at which the decay reaches `end_learning_rate`
             (1,000,000); at least `warmup_steps`.
-        end_learning_rate: the learning rate at and after `total_steps` (0).
+        end_learning_rate: float. The learning rate at and after `total_steps`.
+            Defaults to `0.0`.
 
     Call arguments:
-        step: the optimizer step, a Python number or a scalar tensor.
+        step: int or scalar tensor. The optimizer step.
 
     Returns:
         A float32 scalar tensor.
@@ -124,8 +125,9 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
     names here are a constructor argument and part of the config.
 
     Args:
-        exclude_from_weight_decay_names: regular expressions searched in each
-            variable's short `.name` (not its path); a match skips weight decay.
+        exclude_from_weight_decay_names: sequence of str. Regular expressions
+            searched in each variable's short `.name` (not its path); a match
+            skips weight decay. Defaults to `("gamma", "beta", "bias")`.
         **kwargs: `keras.optimizers.AdamW` arguments (`learning_rate`,
             `weight_decay`, `beta_1`, `beta_2`, `epsilon`, `global_clipnorm`, ...).
 
@@ -183,14 +185,18 @@ def bert_pretraining_optimizer(
     (the paper does not state them); pass `global_clipnorm=None` to turn it off.
 
     Args:
-        total_steps: optimizer steps of the whole run (1,000,000 in the paper,
-            both sequence-length phases together). `None` gives a constant
-            `learning_rate` (no warmup, no decay).
-        warmup_steps: warmup length, clipped to `total_steps`.
-        learning_rate: the peak learning rate.
-        weight_decay: decoupled weight-decay rate.
-        beta_1, beta_2, epsilon: Adam's parameters.
-        global_clipnorm: clip the gradients to this global norm, or `None`.
+        total_steps: int or None. Optimizer steps of the whole run (1,000,000 in
+            the paper, both sequence-length phases together). Defaults to
+            `None`: a constant `learning_rate` (no warmup, no decay).
+        warmup_steps: int. The warmup length, clipped to `total_steps`.
+            Defaults to `10_000`.
+        learning_rate: float. The peak learning rate. Defaults to `1e-4`.
+        weight_decay: float. The decoupled weight-decay rate. Defaults to `0.01`.
+        beta_1: float. Adam's beta_1. Defaults to `0.9`.
+        beta_2: float. Adam's beta_2. Defaults to `0.999`.
+        epsilon: float. Adam's epsilon. Defaults to `1e-6`.
+        global_clipnorm: float or None. Clip the gradients to this global norm;
+            `None` turns clipping off. Defaults to `1.0`.
 
     Returns:
         A `BertAdamW`.
@@ -236,13 +242,14 @@ def bert_finetuning_optimizer(
     1.0, as google-research/bert's `run_classifier.py` and `run_squad.py` use.
 
     Args:
-        total_steps: optimizer steps of the whole fine-tuning run (epochs ×
-            steps per epoch). `None` gives a constant `learning_rate`; the
-            task models' `fit` fills it in when `compile()` was called
-            without an optimizer.
-        learning_rate: the peak learning rate.
-        warmup_proportion: fraction of `total_steps` spent warming up.
-        weight_decay: decoupled weight-decay rate.
+        total_steps: int or None. Optimizer steps of the whole fine-tuning run
+            (epochs × steps per epoch). Defaults to `None`: a constant
+            `learning_rate`; the task models' `fit` fills it in when
+            `compile()` was called without an optimizer.
+        learning_rate: float. The peak learning rate. Defaults to `5e-5`.
+        warmup_proportion: float. The fraction of `total_steps` spent warming
+            up. Defaults to `0.1`.
+        weight_decay: float. The decoupled weight-decay rate. Defaults to `0.01`.
         **kwargs: passed to `bert_pretraining_optimizer` (`beta_1`, `beta_2`,
             `epsilon`, `global_clipnorm`).
 
@@ -312,14 +319,18 @@ def pretraining_phases(
             model.fit(dataset.repeat(), epochs=1, steps_per_epoch=phase.steps)
 
     Args:
-        total_steps: optimizer steps of the whole run (1,000,000 in the paper).
-        phase_one_sequence_length: 128 in the paper.
-        phase_two_sequence_length: 512 in the paper (at most the backbone's
-            `max_sequence_length`).
-        phase_two_fraction: the share of steps in phase two, in (0, 1).
-        max_predictions_per_seq: `None` for the paper's 20 (at 128) and 80
-            (at 512), `round(0.15 * length)` for other lengths; an int for both
-            phases; or a pair `(phase_one, phase_two)`.
+        total_steps: int. Optimizer steps of the whole run (1,000,000 in the paper).
+        phase_one_sequence_length: int. The sequence length of phase one.
+            Defaults to `128`, as in the paper.
+        phase_two_sequence_length: int. The sequence length of phase two (at
+            most the backbone's `max_sequence_length`). Defaults to `512`, as
+            in the paper.
+        phase_two_fraction: float. The share of steps in phase two, in (0, 1).
+            Defaults to `0.1`.
+        max_predictions_per_seq: int, pair of ints or None. An int for both
+            phases, or a pair `(phase_one, phase_two)`. Defaults to `None`: the
+            paper's 20 (at 128) and 80 (at 512), `round(0.15 * length)` for
+            other lengths.
 
     Returns:
         A list of two `PretrainingPhase(sequence_length,

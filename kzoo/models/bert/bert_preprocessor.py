@@ -28,12 +28,13 @@ class BertPreprocessor(Preprocessor):
             pre-training steps, 512 at most). Defaults to `512`.
 
     Call arguments:
-        x: a batch of strings (list, NumPy array or `tf.string` tensor), a
-            single string, or a tuple `(texts_a, texts_b)` of two equally long
-            batches for sentence pairs. A tuple always means two segments.
-        y: labels, passed through, so `dataset.map(preprocessor)` works on
-            `(x, y)` datasets. Defaults to `None`.
-        sample_weight: weights, passed through. Defaults to `None`.
+        x: str, list of str or tuple. A batch of strings (list, NumPy array
+            or `tf.string` tensor), a single string, or a tuple `(texts_a,
+            texts_b)` of two equally long batches for sentence pairs. A tuple
+            always means two segments.
+        y: tensor or None. Labels, passed through, so `dataset.map(preprocessor)`
+            works on `(x, y)` datasets. Defaults to `None`.
+        sample_weight: tensor or None. Weights, passed through. Defaults to `None`.
 
     Returns:
         A dict of int32 `tf.Tensor`s `(batch, sequence_length)` (or

@@ -359,7 +359,13 @@ class BertMaskedLM(BertPretrainer):
     two variables as non-trainable (the same on every backend: no weight decay,
     no missing-gradient warning; the backbone's own flags are unchanged).
     Labels may carry a `next_sentence_label`, which is ignored, so the same
-    data serve both models. Arguments: as `kzoo.BertPretrainer`.
+    data serve both models.
+
+    Args:
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        tokenizer: `kzoo.BertTokenizer` or None. As for `kzoo.BertPretrainer`.
+            Defaults to `None`.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Returns:
         `{"mlm_logits": (batch, P, vocabulary_size)}`.

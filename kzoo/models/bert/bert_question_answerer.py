@@ -44,8 +44,8 @@ class BertQuestionAnswerer(Task):
 
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
-        preprocessor: `kzoo.BertQuestionAnswererPreprocessor`, another BERT
-            preprocessor, `kzoo.BertTokenizer` or None. With one,
+        preprocessor: `kzoo.BertQuestionAnswererPreprocessor` or None. Another
+            BERT preprocessor or a `kzoo.BertTokenizer` is converted. With one,
             `fit`/`evaluate`/`predict` take raw text. A tokenizer gets windows
             of min(384, `backbone.max_sequence_length`) tokens, another
             preprocessor keeps its `sequence_length`; both get `run_squad.py`'s
@@ -163,10 +163,13 @@ class BertQuestionAnswerer(Task):
         picks τ on the dev set to maximize F1. See `kzoo.models.bert.bert_squad_metrics.decode_answers`.
 
         Args:
-            questions, contexts: equally long lists (or 1-D arrays) of strings.
-            max_answer_length: the longest answer in tokens (30 in `run_squad.py`).
-            null_score_threshold: τ for SQuAD v2.0; None always answers (v1.1).
-            batch_size: windows per `predict` batch.
+            questions: list of str. The questions (or a 1-D array of strings).
+            contexts: list of str. One context per question (or a 1-D array).
+            max_answer_length: int. The longest answer in tokens. Defaults to
+                `30`, as in `run_squad.py`.
+            null_score_threshold: float or None. τ for SQuAD v2.0. Defaults to
+                `None`: always answer (v1.1).
+            batch_size: int. Windows per `predict` batch. Defaults to `32`.
 
         Returns:
             A list of strings, one per question ("" for no answer).
@@ -198,9 +201,10 @@ class BertQuestionAnswerer(Task):
         predictions (BERT sec. 4.2 Table 2, sec. 4.3 Table 3).
 
         Args:
-            questions, contexts: as for `answer`.
-            answers: per question, its gold answer(s): a string or a list of
-                strings ("" or an empty list: no answer, SQuAD v2.0).
+            questions: list of str. As for `answer`.
+            contexts: list of str. As for `answer`.
+            answers: list of str or of lists of str. Per question, its gold
+                answer(s) ("" or an empty list: no answer, SQuAD v2.0).
             **answer_kwargs: `max_answer_length`, `null_score_threshold`, `batch_size`.
 
         Returns:

@@ -77,12 +77,14 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
             Defaults to `64`.
 
     Call arguments:
-        x: `(questions, contexts)`, two equally long 1-D batches of strings
-            (lists, numpy arrays or `tf.string` tensors).
-        y: optional `(answer_starts, answer_texts)`: SQuAD's `answer_start`, a
-            CHARACTER offset into the context, and the answer's text; a
-            no-answer example (SQuAD 2.0) has `-1` and `""`.
-        sample_weight: optional, one per example; repeated for its windows.
+        x: tuple. `(questions, contexts)`, two equally long 1-D batches of
+            strings (lists, numpy arrays or `tf.string` tensors).
+        y: tuple or None. `(answer_starts, answer_texts)`: SQuAD's
+            `answer_start`, a CHARACTER offset into the context, and the
+            answer's text; a no-answer example (SQuAD 2.0) has `-1` and `""`.
+            Defaults to `None`.
+        sample_weight: tensor or None. One weight per example; repeated for
+            its windows. Defaults to `None`.
 
     Returns:
         `{"token_ids", "segment_ids", "padding_mask"}`, int32 `(windows,
@@ -148,7 +150,7 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
         to turn predicted spans back into text (BERT sec. 4.2).
 
         Args:
-            x: `(questions, contexts)`, as for calling the preprocessor.
+            x: tuple. `(questions, contexts)`, as for calling the preprocessor.
 
         Returns:
             A dict of tensors, one row per window:

@@ -25,12 +25,16 @@ def best_span(start_logits, end_logits, max_answer_length=30, candidate_mask=Non
     in one window (BERT sec. 4.2), searched exactly over all pairs at once.
 
     Args:
-        start_logits, end_logits: `(sequence_length,)` floats, S·T_i and E·T_j.
-        max_answer_length: the longest span in tokens (30 in `run_squad.py`).
-        candidate_mask: optional `(sequence_length,)` bool, the tokens a span
-            may start and end on (the context tokens: `token_start_offsets >= 0`).
-        start_mask: optional bool, further tokens a span may start on (e.g.
-            `token_is_max_context`, as `run_squad.py`); defaults to all.
+        start_logits: float array of shape `(sequence_length,)`. S·T_i.
+        end_logits: float array of shape `(sequence_length,)`. E·T_j.
+        max_answer_length: int. The longest span in tokens. Defaults to
+            `30`, as in `run_squad.py`.
+        candidate_mask: bool array of shape `(sequence_length,)` or None. The
+            tokens a span may start and end on (the context tokens:
+            `token_start_offsets >= 0`). Defaults to `None`: all.
+        start_mask: bool array of shape `(sequence_length,)` or None. Further
+            tokens a span may start on (e.g. `token_is_max_context`, as
+            `run_squad.py`). Defaults to `None`: all.
 
     Returns:
         `(i, j, score)`; `(-1, -1, -inf)` when no span is allowed.
@@ -79,14 +83,17 @@ def decode_answers(
     answers when the two sides are equal).
 
     Args:
-        start_logits, end_logits: `(windows, sequence_length)` arrays.
-        windows: the dict of `BertQuestionAnswererPreprocessor.windows(x)`
+        start_logits: float array of shape `(windows, sequence_length)`. S·T_i.
+        end_logits: float array of shape `(windows, sequence_length)`. E·T_j.
+        windows: dict. The output of `BertQuestionAnswererPreprocessor.windows(x)`
             (`example_index`, `token_start_offsets`, `token_end_offsets`,
             `token_is_max_context`).
-        contexts: the contexts of `x`, strings (or UTF-8 bytes).
-        max_answer_length: the longest span in tokens.
-        null_score_threshold: τ for SQuAD v2.0; None always answers (v1.1).
-        return_scores: also return the best span scores and s_null per example.
+        contexts: list of str. The contexts of `x` (or UTF-8 bytes).
+        max_answer_length: int. The longest span in tokens. Defaults to `30`.
+        null_score_threshold: float or None. τ for SQuAD v2.0. Defaults to
+            `None`: always answer (v1.1).
+        return_scores: bool. Also return the best span scores and s_null per
+            example. Defaults to `False`.
 
     Returns:
         A list of answer strings, one per context; with `return_scores`,
@@ -188,9 +195,9 @@ def squad_metrics(predictions, ground_truths_list):
     `evaluate-v2.0.py` (BERT sec. 4.2 Table 2, sec. 4.3 Table 3).
 
     Args:
-        predictions: answer strings, "" for no answer.
-        ground_truths_list: per prediction, its gold answer(s): a string or a
-            list of strings (empty for an unanswerable question).
+        predictions: list of str. The answers, "" for no answer.
+        ground_truths_list: list of str or of lists of str. Per prediction,
+            its gold answer(s) (an empty list for an unanswerable question).
 
     Returns:
         `{"exact_match": float, "f1": float}`, each in [0, 100].

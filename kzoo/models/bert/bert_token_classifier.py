@@ -84,8 +84,8 @@ class BertTokenClassifier(Task):
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_classes: int. K, the number of labels (9 for CoNLL-2003's BIO tags).
-        preprocessor: `BertTokenClassifierPreprocessor`, another BERT
-            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+        preprocessor: `kzoo.BertTokenClassifierPreprocessor` or None. Another
+            BERT preprocessor or a `kzoo.BertTokenizer` is converted. With one,
             `fit`/`evaluate`/`predict` take sentences as words: lists of lists
             of str, a ragged string tensor, or white-space separated strings;
             labels are lists of label ids, one per word. Defaults to `None`.
@@ -172,10 +172,11 @@ class BertTokenClassifier(Task):
         -1, or "O" (outside any entity) when the model has `tags`.
 
         Args:
-            words: sentences as words, as for `fit` (a list of lists of str,
+            words: list of lists of str. Sentences as words, as for `fit` (or
                 a ragged string tensor, or white-space separated strings).
-            batch_size: sentences per batch (32).
-            verbose: as for `keras.Model.predict`.
+            batch_size: int or None. Sentences per batch. Defaults to `None`
+                (32, as `keras.Model.predict`).
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
 
         Returns:
             A list of lists: label ids, or tag strings with `tags`.
@@ -208,9 +209,10 @@ class BertTokenClassifier(Task):
         CoNLL's `conlleval` (BERT sec. 5.3, Table 3). Needs `tags`.
 
         Args:
-            words: sentences as words, as for `predict_words`.
-            tags: the true tag strings, one list per sentence.
-            batch_size, verbose: as for `predict_words`.
+            words: list of lists of str. Sentences as words, as for `predict_words`.
+            tags: list of lists of str. The true tags, one list per sentence.
+            batch_size: int or None. As for `predict_words`. Defaults to `None`.
+            verbose: str or int. As for `predict_words`. Defaults to `"auto"`.
 
         Returns:
             `{"precision": float, "recall": float, "f1": float}`.

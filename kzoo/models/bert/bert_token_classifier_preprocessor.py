@@ -107,15 +107,18 @@ class BertTokenClassifierPreprocessor(Preprocessor):
         sequence_length: int. The fixed output length (3 or more). Defaults to `128`.
 
     Call arguments:
-        x: a batch of sentences as words: a `tf.RaggedTensor` of strings
-            `(batch, None)`, a list of lists of str, a dense `(batch, words)`
-            string tensor, or a batch (list, numpy array, 1-D `tf.string`
-            tensor) of sentences whose words are separated by white space.
-            In `tf.data`, map after `ragged_batch`/`batch`: one unbatched
-            sentence of words would be read as a batch of sentences.
-        y: optional word labels, non-negative ints `(batch, None words)`
-            matching x's words: a list of lists, or a ragged or dense tensor.
-        sample_weight: passed through (one weight per sentence).
+        x: list of lists of str or `tf.RaggedTensor`. A batch of sentences
+            as words: a `tf.RaggedTensor` of strings `(batch, None)`, a list
+            of lists of str, a dense `(batch, words)` string tensor, or a
+            batch (list, numpy array, 1-D `tf.string` tensor) of sentences
+            whose words are separated by white space. In `tf.data`, map after
+            `ragged_batch`/`batch`: one unbatched sentence of words would be
+            read as a batch of sentences.
+        y: list of lists of int, tensor or None. Word labels, non-negative
+            ints `(batch, None words)` matching x's words (a ragged or dense
+            tensor). Defaults to `None`.
+        sample_weight: tensor or None. Passed through (one weight per
+            sentence). Defaults to `None`.
 
     Returns:
         The features `{"token_ids", "segment_ids", "padding_mask"}`, int32
@@ -163,7 +166,8 @@ class BertTokenClassifierPreprocessor(Preprocessor):
         positions are the per-word predictions (BERT sec. 5.3).
 
         Args:
-            x: sentences as words, as for calling the preprocessor.
+            x: list of lists of str or `tf.RaggedTensor`. Sentences as words,
+                as for calling the preprocessor.
 
         Returns:
             Ragged int32 `(batch, None words)`, aligned with x's words

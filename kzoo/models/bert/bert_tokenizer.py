@@ -30,9 +30,14 @@ class BertTokenizer(WordPieceTokenizer):
         lowercase: bool. `True` for uncased models (lower-case and strip
             accents, as the uncased BERT checkpoints); `False` for cased ones
             (text kept as it is). Defaults to `True`.
-        **kwargs: `strip_accents`, `unknown_token`, `suffix_indicator` and
-            `max_input_chars_per_word`, as for
-            `kzoo.tokenizers.WordPieceTokenizer`.
+        strip_accents: bool or `None`. Forces accent stripping on or off;
+            `None` follows `lowercase`. Defaults to `None`.
+        unknown_token: str. The token of a word with no WordPiece
+            segmentation. Defaults to `"[UNK]"`.
+        suffix_indicator: str. The prefix of continuation pieces. Defaults
+            to `"##"`.
+        max_input_chars_per_word: int. Longer words become the unknown
+            token. Defaults to `100`.
 
     Call `tokenizer(inputs)` (or `tokenize`) on a str, list of str, numpy
     array or tf.string tensor: int32 ids, a `tf.RaggedTensor` `(batch, None)`

@@ -61,9 +61,10 @@ def average_checkpoints(model, paths):
     `layers/dense/vars/0`) before anything is changed.
 
     Args:
-        model: a built `keras.Model`.
-        paths: the `.weights.h5` files to average (the paper: the last 5
-            checkpoints for base models, the last 20 for big ones).
+        model: `keras.Model`. A built model.
+        paths: list of str or `os.PathLike`. The `.weights.h5` files to
+            average (the paper: the last 5 checkpoints for base models, the
+            last 20 for big ones).
 
     Example:
 
@@ -121,15 +122,16 @@ class CheckpointAveraging(keras.callbacks.Callback):
     `fit` calls with the same callback.
 
     Args:
-        directory: where to write checkpoints (created if missing).
-        every_n_steps: save every this many training steps; overrides
-            `every_seconds`.
-        every_seconds: save at most this often, in seconds (600, the paper's
-            10 minutes), when `every_n_steps` is `None`.
-        keep: how many of the latest checkpoints to keep and average (5 base,
-            20 big).
-        average_at_end: load the average of the kept checkpoints into the
-            model when `fit` ends.
+        directory: str or `os.PathLike`. Where to write checkpoints
+            (created if missing).
+        every_n_steps: int or None. Save every this many training steps;
+            overrides `every_seconds`. Defaults to `None`.
+        every_seconds: float. Save at most this often, in seconds, when
+            `every_n_steps` is `None`. Defaults to `600`, the paper's 10 minutes.
+        keep: int. How many of the latest checkpoints to keep and average (5
+            base, 20 big). Defaults to `5`.
+        average_at_end: bool. Whether to load the average of the kept
+            checkpoints into the model when `fit` ends. Defaults to `True`.
 
     Example:
 

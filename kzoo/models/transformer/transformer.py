@@ -213,7 +213,7 @@ class Transformer(Backbone):
         dropout on the sums).
 
         Args:
-            token_ids: int `(batch, length)`.
+            token_ids: int tensor of shape `(batch, length)`. The token ids.
             side: str. `"encoder"` or `"decoder"`: whose position encoding and dropout.
             start_index: int or scalar tensor. The position of the first token
                 (a decoding step's index). Defaults to `0`.
@@ -238,7 +238,7 @@ class Transformer(Backbone):
         """The encoder stack (sec. 3.1): the memory the decoder attends to.
 
         Args:
-            encoder_token_ids: int `(batch, source_length)`, `padding_id` for padding.
+            encoder_token_ids: int tensor of shape `(batch, source_length)`. The source ids, `padding_id` for padding.
             training: bool. Whether dropout is active. Defaults to `False`.
 
         Returns:
@@ -263,9 +263,9 @@ class Transformer(Backbone):
         prefix (sec. 3.1, 3.4), given the encoder's `memory`.
 
         Args:
-            decoder_token_ids: int `(batch, target_length)`, starting with `start_id`.
-            memory: `(batch, source_length, hidden_dim)`, from `encode`.
-            encoder_token_ids: int `(batch, source_length)`: their padding is masked.
+            decoder_token_ids: int tensor of shape `(batch, target_length)`. The target ids, from `start_id`.
+            memory: float tensor of shape `(batch, source_length, hidden_dim)`. From `encode`.
+            encoder_token_ids: int tensor of shape `(batch, source_length)`. The source ids (padding masked).
             training: bool. Whether dropout is active. Defaults to `False`.
 
         Returns:
@@ -295,7 +295,7 @@ class Transformer(Backbone):
         """`x W_e^T` with the shared embedding matrix (sec. 3.4), in float32 for the softmax.
 
         Args:
-            x: `(batch, length, hidden_dim)`, the decoder's output.
+            x: float tensor of shape `(batch, length, hidden_dim)`. The decoder's output.
 
         Returns:
             float32 `(batch, length, vocabulary_size)`.
@@ -315,7 +315,7 @@ class Transformer(Backbone):
         the values or the length are known (eager calls; static shapes).
 
         Args:
-            token_ids: int `(batch, length)`.
+            token_ids: int tensor of shape `(batch, length)`. The token ids.
             name: str. The ids' name in the messages.
 
         Example:

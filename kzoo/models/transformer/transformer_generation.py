@@ -21,7 +21,7 @@ def initial_cache(model, encoder_token_ids, max_length):
 
     Args:
         model: `kzoo.Transformer`. The model (`self` of `Transformer.initial_cache`).
-        encoder_token_ids: int `(batch, source_length)`. The source ids.
+        encoder_token_ids: int tensor of shape `(batch, source_length)`. The source ids.
         max_length: int. The number of decoder positions the cache holds.
 
     Returns:
@@ -74,7 +74,7 @@ def next_token_logits(model, token_ids, cache, index):
 
     Args:
         model: `kzoo.Transformer`. The model (`self` of `Transformer.next_token_logits`).
-        token_ids: int `(batch,)`. The tokens at position `index`.
+        token_ids: int tensor of shape `(batch,)`. The tokens at position `index`.
         cache: dict. From `initial_cache`, or the previous step.
         index: int or scalar tensor. The position of `token_ids`.
 
@@ -116,7 +116,7 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
 
     Args:
         model: `kzoo.Transformer`. The model (`self` of `Transformer.generate`).
-        encoder_token_ids: int `(batch, source_length)`. The source ids, 0 for padding.
+        encoder_token_ids: int tensor of shape `(batch, source_length)`. The source ids, 0 for padding.
         beam_size: int. Beams per example; 1 is greedy search. Defaults to `4`.
         length_penalty: float. α of `((5 + |Y|) / 6)^α`. Defaults to `0.6`.
         max_length: int or None. The most tokens generated per example.

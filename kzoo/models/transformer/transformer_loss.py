@@ -72,19 +72,22 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     the non-padding tokens.
 
     Args:
-        label_smoothing: ε_ls in [0, 1); 0.1 in the paper, 0 is plain
-            cross-entropy.
-        padding_id: the target id that marks padding (0).
-        name: the loss's name.
-        reduction: Keras' reduction; `"mean_with_sample_weight"` (the
-            default) is the mean over non-padding tokens, `"sum"` their sum
-            (for summing over batches yourself), `None` the per-token losses
-            `(batch, tgt)` with 0 at padding.
+        label_smoothing: float. ε_ls in [0, 1); 0 is plain cross-entropy.
+            Defaults to `0.1`, as in the paper.
+        padding_id: int. The target id that marks padding. Defaults to `0`.
+        name: str. The loss's name. Defaults to `"label_smoothed_cross_entropy"`.
+        reduction: str or None. Keras' reduction: `"mean_with_sample_weight"`
+            is the mean over non-padding tokens, `"sum"` their sum (for
+            summing over batches yourself), `None` the per-token losses
+            `(batch, tgt)` with 0 at padding. Defaults to
+            `"mean_with_sample_weight"`.
 
     Call arguments:
-        y_true: integer target ids `(batch, tgt)`.
-        y_pred: logits `(batch, tgt, vocab)` (not probabilities).
-        sample_weight: optional weights.
+        y_true: int tensor of shape `(batch, tgt)`. The target ids.
+        y_pred: float tensor of shape `(batch, tgt, vocab)`. Logits (not
+            probabilities).
+        sample_weight: tensor of shape `(batch,)` or `(batch, tgt)`, or
+            None. Optional weights. Defaults to `None`.
 
     Example:
 

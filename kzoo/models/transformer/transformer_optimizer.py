@@ -13,9 +13,10 @@ def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, **adam_o
     formula" of eq. 3 (`TransformerSchedule`), with warmup_steps = 4000.
 
     Args:
-        hidden_dim: d_model (512 base, 1024 big); the schedule scales with d_model^-0.5.
-        warmup_steps: the schedule's warmup length.
-        scale: a constant factor on the schedule.
+        hidden_dim: int. d_model (512 base, 1024 big); the schedule scales
+            with d_model^-0.5. Defaults to `512`.
+        warmup_steps: int. The schedule's warmup length. Defaults to `4000`.
+        scale: float. A constant factor on the schedule. Defaults to `1.0`.
         **adam_overrides: other `keras.optimizers.Adam` arguments, or a
             different `beta_1`, `beta_2`, `epsilon` (e.g. `global_clipnorm=1.0`).
 

@@ -28,8 +28,8 @@ class TransformerPreprocessor(Preprocessor):
       sequence, so its labels do not end with an `[EOS]` that the text lacks.
 
     Args:
-        tokenizer: `kzoo.TransformerTokenizer`, or any tokenizer with
-            `padding_id`, `start_id` and `end_id`.
+        tokenizer: `kzoo.TransformerTokenizer`. The tokenizer, or any other
+            with `padding_id`, `start_id` and `end_id`.
         source_length: int. The most encoder tokens, `[EOS]` included.
             Defaults to `256`.
         target_length: int. The most decoder tokens (and labels). Defaults to `256`.
@@ -40,10 +40,11 @@ class TransformerPreprocessor(Preprocessor):
             length). Defaults to `True`.
 
     Call arguments:
-        source: a batch of source strings (list, NumPy array or `tf.string`
-            tensor) or a single string (as in `tf.data.Dataset.map`).
-        target: the target strings, aligned with `source`, or None.
-            Defaults to `None`.
+        source: str or list of str. A batch of source strings (list, NumPy
+            array or `tf.string` tensor) or a single string (as in
+            `tf.data.Dataset.map`).
+        target: str, list of str or None. The target strings, aligned with
+            `source`. Defaults to `None`.
 
     Returns:
         With a target, `({"encoder_token_ids", "decoder_token_ids"}, labels)`;

@@ -24,13 +24,14 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     `linear_warmup` does the same.)
 
     Args:
-        hidden_dim: d_model, the model width (512 base, 1024 big).
-        warmup_steps: the warmup length (4000 in the paper).
-        scale: a constant factor on the whole schedule (1.0 in the paper;
-            tensor2tensor's `learning_rate_constant`).
+        hidden_dim: int. d_model, the model width (512 base, 1024 big).
+        warmup_steps: int. The warmup length. Defaults to `4000`, as in the paper.
+        scale: float. A constant factor on the whole schedule
+            (tensor2tensor's `learning_rate_constant`). Defaults to `1.0`,
+            as in the paper.
 
     Call arguments:
-        step: the 0-based optimizer iteration, a Python number or a scalar tensor.
+        step: int or scalar tensor. The 0-based optimizer iteration.
 
     Returns:
         A float32 scalar tensor.

@@ -40,13 +40,14 @@ def corpus_bleu(hypotheses, references, tokenize="13a", lowercase=False):
     """sacreBLEU's corpus BLEU of translations against references (sec. 6.1).
 
     Args:
-        hypotheses: the system's translations, one string per sentence
-            (str, bytes, or a numpy / tf.string array of them).
-        references: one reference per hypothesis (strings), or for several
-            references a sequence per hypothesis, each of the same size.
-        tokenize: sacreBLEU's tokenizer, "13a" (its default, WMT's
-            `mteval-v13a`), "intl", "none", ...
-        lowercase: case-insensitive BLEU.
+        hypotheses: list of str. The system's translations, one string per
+            sentence (str, bytes, or a numpy / tf.string array of them).
+        references: list of str, or list of lists of str. One reference per
+            hypothesis, or for several references a sequence per hypothesis,
+            each of the same size.
+        tokenize: str. sacreBLEU's tokenizer: "13a" (WMT's `mteval-v13a`),
+            "intl", "none", ... Defaults to `"13a"`, sacreBLEU's default.
+        lowercase: bool. Whether BLEU is case-insensitive. Defaults to `False`.
 
     Returns:
         A `BleuScore`: a float in [0, 100] with `.signature`, `.precisions`
@@ -74,6 +75,14 @@ def perplexity(mean_cross_entropy):
     """Perplexity `exp(H)` of a mean per-token cross-entropy H in nats
     (Table 3's PPL: per wordpiece, on the development set). A model that
     spreads its probability evenly over V tokens has perplexity V.
+
+    Args:
+        mean_cross_entropy: float. The mean per-token cross-entropy H, in nats.
+
+    Returns:
+        float. `exp(H)`.
+
+    Example:
 
     >>> round(perplexity(math.log(37000)))
     37000
