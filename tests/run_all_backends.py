@@ -12,7 +12,9 @@ and is printed whole when that backend ends. `--one-at-a-time` runs them in
 turn, streaming the output.
 
 The run fails if any backend fails or collects no test (pytest exit code 5),
-and ends with one line totalling all backends.
+and ends with one line totalling all backends, with the wall time and the CPU
+time (user + system) of each backend: on a shared machine the CPU time tells
+what the run costs, the wall time what the other jobs let it have.
 """
 
 import os
@@ -51,17 +53,26 @@ def counts(backend):
     return total - failed - skipped, failed, skipped
 
 
+def reap(process, block):
+    """(exit code, CPU seconds) of a finished pytest process, None while it runs."""
+    pid, status, usage = os.wait4(process.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+
+
 def run_one_at_a_time(pytest_args):
-    codes = {}
+    results = {}
     for backend in BACKENDS:
         start = time.time()
-        codes[backend] = start_backend(backend, pytest_args).wait()
-        print(f"===== {backend}: exit code {codes[backend]} in {time.time() - start:.0f} s\n", flush=True)
-    return codes
+        results[backend] = reap(start_backend(backend, pytest_args), block=True)
+        code, cpu = results[backend]
+        print(f"===== {backend}: exit code {code} in {time.time() - start:.0f} s ({cpu:.0f} s CPU)\n", flush=True)
+    return results
 
 
 def run_side_by_side(pytest_args):
-    start, logs, running, codes = time.time(), {}, {}, {}
+    start, logs, running, results = time.time(), {}, {}, {}
     for backend in BACKENDS:
         logs[backend] = open(REPORTS / f"{backend}.log", "w+")  # noqa: SIM115 (closed below)
         running[backend] = start_backend(backend, pytest_args, logs[backend])
@@ -69,18 +80,20 @@ def run_side_by_side(pytest_args):
     while running:
         time.sleep(2)
         for backend, process in list(running.items()):
-            if process.poll() is None:
+            result = reap(process, block=False)
+            if result is None:
                 continue
-            codes[backend] = process.returncode
+            results[backend] = result
             del running[backend]
             logs[backend].seek(0)
             print(f"\n===== output of KERAS_BACKEND={backend}\n{logs[backend].read()}", flush=True)
             logs[backend].close()
-            print(f"===== {backend}: exit code {codes[backend]} after {time.time() - start:.0f} s", flush=True)
+            code, cpu = result
+            print(f"===== {backend}: exit code {code} after {time.time() - start:.0f} s ({cpu:.0f} s CPU)", flush=True)
         if running and time.time() - last_note > 120:
             print(f"... {time.time() - start:.0f} s, still running: {', '.join(running)}", flush=True)
             last_note = time.time()
-    return {backend: codes[backend] for backend in BACKENDS}
+    return {backend: results[backend] for backend in BACKENDS}
 
 
 def main():
@@ -93,12 +106,14 @@ def main():
     pytest_args = [arg for arg in args if arg != "--one-at-a-time"]
     REPORTS.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    codes = run_one_at_a_time(pytest_args) if one_at_a_time else run_side_by_side(pytest_args)
+    results = run_one_at_a_time(pytest_args) if one_at_a_time else run_side_by_side(pytest_args)
+    codes = {backend: code for backend, (code, _) in results.items()}
+    cpu = sum(seconds for _, seconds in results.values())
     totals = [sum(values) for values in zip(*(counts(backend) for backend in BACKENDS))]
     print("\n" + ", ".join(f"{b}: exit {c}" for b, c in codes.items()))
     if totals[0] == 0:
         print("no test passed on any backend: failing the run")
-    print(f"all-backends: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped in {time.time() - start:.0f} s")
+    print(f"all-backends: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped in {time.time() - start:.0f} s ({cpu:.0f} s CPU)")
     return 0 if totals[0] > 0 and not any(codes.values()) else 1
 
 
