@@ -1,14 +1,14 @@
 """Builds a BERT from a preset, runs it on a batch and prints shapes and size.
 
     python examples/bert_backbone_demo.py --preset bert_base_uncased
-    KERAS_BACKEND=jax python examples/bert_backbone_demo.py --preset bert_tiny
+    KERAS_BACKEND=jax python examples/bert_backbone_demo.py --preset bert_tiny --random-weights
 
-`--smoke` runs the same steps with the smallest preset (bert_tiny) on a
-batch of 2 x 16 tokens.
-
-The preset's weights are random for now (kzoo ships the papers'
-architectures; loading pretrained checkpoints comes with the checkpoint
-converters), so the outputs show shapes and speed, not meaning.
+A preset with released weights downloads them once (see `kzoo.list_presets()`);
+`--random-weights` builds the architecture only (`load_weights=False`: no
+network), as do the architecture-only presets. `--smoke` runs the same steps
+with the smallest preset (bert_tiny) and random weights on a batch of 2 x 16
+tokens. The batch is random token ids, so the outputs show shapes and speed,
+not meaning.
 """
 
 import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
@@ -28,11 +28,14 @@ def main():
     parser.add_argument("--preset", default="bert_base_uncased", choices=sorted(kzoo.list_presets("bert")))
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--sequence-length", type=int, default=128)
-    args = parse_arguments(parser, {"preset": "bert_tiny", "batch_size": 2, "sequence_length": 16})
+    parser.add_argument("--random-weights", action="store_true",
+                        help="build the architecture only (load_weights=False): no download")
+    args = parse_arguments(parser, {"preset": "bert_tiny", "batch_size": 2, "sequence_length": 16,
+                                    "random_weights": True})
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the "random weights" warning, explained above
-        backbone = kzoo.BertBackbone.from_preset(args.preset)
+        warnings.simplefilter("ignore")  # an architecture-only preset's "random weights" warning, explained above
+        backbone = kzoo.BertBackbone.from_preset(args.preset, load_weights=not args.random_weights)
     print(f"backend: {keras.backend.backend()}")
     print(f"preset: {args.preset}: {kzoo.list_presets()[args.preset]}")
     print(f"parameters: {backbone.count_params():,}")

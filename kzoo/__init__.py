@@ -23,7 +23,8 @@ Public API:
   beam search (`Transformer.generate`) and `kzoo.corpus_bleu`.
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
-- `kzoo.list_presets()`: the papers' configurations by name; every model's
+- `kzoo.list_presets()`: the papers' configurations and the released BERTs by
+  name (parameter counts, where the weights come from); every model's
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
 - `kzoo.checkpoints`: BERT checkpoints of Hugging Face, google-research and
   KerasHub, registered with `kzoo.presets` so `from_preset` reads them.

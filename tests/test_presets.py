@@ -1,5 +1,7 @@
 """Named presets: the BERT paper's configurations (PAPERS.md, BERT sec. 3 and
-Table 6) and the compact BERTs, their descriptions, overrides and errors."""
+Table 6), the compact BERTs and the other released BERTs, their descriptions,
+overrides and errors (built with `load_weights=False`: no download; the
+released weights are tests/test_builtin_weights.py's)."""
 
 import warnings
 
@@ -9,33 +11,38 @@ import kzoo
 from kzoo import BertBackbone
 from kzoo.presets import get_preset
 
-# name: (vocabulary size, L, H, A). Written from the papers, not from the JSON files:
-# BERT sec. 3 (BASE, LARGE; uncased vocabulary 30522, cased 28996), BERT Table 6
-# (L/H/A: 3/768/12, 6/768/3, 6/768/12, 12/768/12, 12/1024/16, 24/1024/16) and the
-# compact models of Turc et al. 2019 (google-research/bert: TINY 2/128,
-# MINI 4/256, SMALL 4/512, MEDIUM 8/512, with A = H / 64).
+# name: (vocabulary size, L, H, A, lower-cased). Written from the papers, not from the
+# JSON files: BERT sec. 3 (BASE, LARGE; uncased vocabulary 30522, cased 28996), BERT
+# Table 6 (L/H/A: 3/768/12, 6/768/3, 6/768/12, 12/768/12, 12/1024/16, 24/1024/16), the
+# compact models of Turc et al. 2019 (google-research/bert: TINY 2/128, MINI 4/256,
+# SMALL 4/512, MEDIUM 8/512, with A = H / 64), google-research/bert's multilingual.md
+# (multilingual cased: 119547 tokens; Chinese: 21128, not lower-cased) and
+# sentence-transformers' all-MiniLM-L6-v2 (6 layers, H=384, 12 heads, uncased).
 BERT_PRESETS = {
-    "bert_base_uncased": (30522, 12, 768, 12),
-    "bert_base_cased": (28996, 12, 768, 12),
-    "bert_large_uncased": (30522, 24, 1024, 16),
-    "bert_large_cased": (28996, 24, 1024, 16),
-    "bert_l3_h768_a12": (30522, 3, 768, 12),
-    "bert_l6_h768_a3": (30522, 6, 768, 3),
-    "bert_l6_h768_a12": (30522, 6, 768, 12),
-    "bert_l12_h768_a12": (30522, 12, 768, 12),
-    "bert_l12_h1024_a16": (30522, 12, 1024, 16),
-    "bert_l24_h1024_a16": (30522, 24, 1024, 16),
-    "bert_tiny": (30522, 2, 128, 2),
-    "bert_mini": (30522, 4, 256, 4),
-    "bert_small": (30522, 4, 512, 8),
-    "bert_medium": (30522, 8, 512, 8),
+    "bert_base_uncased": (30522, 12, 768, 12, True),
+    "bert_base_cased": (28996, 12, 768, 12, False),
+    "bert_large_uncased": (30522, 24, 1024, 16, True),
+    "bert_large_cased": (28996, 24, 1024, 16, False),
+    "bert_l3_h768_a12": (30522, 3, 768, 12, True),
+    "bert_l6_h768_a3": (30522, 6, 768, 3, True),
+    "bert_l6_h768_a12": (30522, 6, 768, 12, True),
+    "bert_l12_h768_a12": (30522, 12, 768, 12, True),
+    "bert_l12_h1024_a16": (30522, 12, 1024, 16, True),
+    "bert_l24_h1024_a16": (30522, 24, 1024, 16, True),
+    "bert_tiny": (30522, 2, 128, 2, True),
+    "bert_mini": (30522, 4, 256, 4, True),
+    "bert_small": (30522, 4, 512, 8, True),
+    "bert_medium": (30522, 8, 512, 8, True),
+    "bert_base_multilingual_cased": (119547, 12, 768, 12, False),
+    "bert_base_chinese": (21128, 12, 768, 12, False),
+    "all_minilm_l6_v2": (30522, 6, 384, 12, True),
 }
 
 
 def build_quietly(preset, **overrides):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return BertBackbone.from_preset(preset, **overrides)
+        warnings.simplefilter("error", UserWarning)  # load_weights=False: random weights, no warning
+        return BertBackbone.from_preset(preset, load_weights=False, **overrides)
 
 
 def test_list_presets_has_the_bert_presets():
@@ -43,32 +50,32 @@ def test_list_presets_has_the_bert_presets():
     bert = kzoo.list_presets("bert")
     assert set(BERT_PRESETS) <= set(everything)
     assert set(bert) == set(BERT_PRESETS)
-    assert len(bert) == 14
+    assert len(bert) == 17
     assert list(everything) == sorted(everything)
-    assert all(everything[name] == description for name, description in bert.items())
+    assert all(everything[name] == info for name, info in bert.items())
     assert kzoo.list_presets("no_such_family") == {}
 
 
 @pytest.mark.parametrize("name", sorted(BERT_PRESETS))
 def test_description_is_one_line(name):
-    description = kzoo.list_presets()[name]
+    description = kzoo.list_presets()[name].description
     assert isinstance(description, str)
     assert description == description.strip()
     assert "\n" not in description
     assert 20 <= len(description) <= 200
-    vocabulary, L, H, A = BERT_PRESETS[name]
+    vocabulary, L, H, A, lowercase = BERT_PRESETS[name]
     # The description names the sizes it describes.
     assert f"L={L}" in description and f"H={H}" in description and f"A={A}" in description
-    cased = name.endswith("_cased")
-    assert ("uncased" in description) == (not cased)
-    assert ("cased" in description.replace("uncased", "")) == cased
-    if name.startswith(("bert_base", "bert_large")):
+    assert ("uncased" in description) == lowercase
+    if name.endswith("_cased"):
+        assert " cased " in description
+    if name.startswith(("bert_base", "bert_large")) or not lowercase:
         assert f"{vocabulary}-token" in description
 
 
 @pytest.mark.parametrize("name", sorted(BERT_PRESETS))
 def test_preset_config_matches_the_paper(name):
-    vocabulary, L, H, A = BERT_PRESETS[name]
+    vocabulary, L, H, A, lowercase = BERT_PRESETS[name]
     preset = get_preset(name)
     assert preset["name"] == name
     assert preset["family"] == "bert"
@@ -88,14 +95,13 @@ def test_preset_config_matches_the_paper(name):
         "layer_norm_epsilon": 1e-12,
     }
     assert H % A == 0
-    assert preset["tokenizer"]["lowercase"] == ("cased" not in name.replace("uncased", ""))
+    assert preset["tokenizer"] == {"class_name": "BertTokenizer", "lowercase": lowercase}
 
 
-def test_from_preset_builds_the_config_and_warns():
-    with pytest.warns(UserWarning, match=r"'bert_tiny'.*random weights"):
-        backbone = BertBackbone.from_preset("bert_tiny")
+def test_from_preset_builds_the_config():
+    backbone = build_quietly("bert_tiny")
     assert isinstance(backbone, BertBackbone)
-    vocabulary, L, H, A = BERT_PRESETS["bert_tiny"]
+    vocabulary, L, H, A, _ = BERT_PRESETS["bert_tiny"]
     sizes = (backbone.vocabulary_size, backbone.num_layers, backbone.hidden_dim, backbone.num_heads)
     assert sizes == (vocabulary, L, H, A)
     assert backbone.intermediate_dim == 4 * H
@@ -137,6 +143,9 @@ def test_unknown_override_raises():
         build_quietly("bert_tiny", num_layer=3)
     with pytest.raises(ValueError, match=r"num_layers"):  # lists the accepted fields
         build_quietly("bert_tiny", hidden_size=64)
+    # Loading the released weights checks the names too, before any download.
+    with pytest.raises(ValueError, match=r"Unknown override.*'num_layer'.*bert_tiny"):
+        BertBackbone.from_preset("bert_tiny", num_layer=3)
 
 
 def test_unknown_name_suggests_close_matches():
@@ -149,6 +158,13 @@ def test_unknown_name_suggests_close_matches():
     # With nothing close, the error lists the known presets.
     with pytest.raises(ValueError, match=r"Known presets: .*bert_base_uncased"):
         get_preset("resnet50")
+
+
+def test_architecture_only_name_warns_that_its_weights_are_random():
+    with pytest.warns(UserWarning, match=r"'bert_l3_h768_a12' is architecture only: no released weights.*random weights"):
+        backbone = BertBackbone.from_preset("bert_l3_h768_a12", num_layers=1, hidden_dim=64, num_heads=1,
+                                            intermediate_dim=256, vocabulary_size=100)
+    assert backbone.num_layers == 1
 
 
 def test_unknown_name_does_not_warn():

