@@ -62,7 +62,7 @@ class Task(keras.Model):
     ...                         intermediate_dim=16, max_sequence_length=8)
     >>> model = BertClassifier(backbone, num_classes=2, preprocessor=tokenizer)
     >>> isinstance(model, Task), sorted(model.get_config())
-    (True, ['backbone', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
+    (True, ['backbone', 'class_names', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
     >>> model.predict(["good", "bad good"], verbose=0).shape  # raw text, packed by the preprocessor
     (2, 2)
     >>> path = tempfile.mkdtemp()
