@@ -25,6 +25,7 @@ READERS = {
     "google": google.open_google,
     "keras_hub": keras_hub.open_keras_hub,
 }
+LABEL_NAMES = ("class_names", "tags")  # the tasks' arguments naming their labels
 
 
 def open_source(path, format=None):
@@ -173,11 +174,23 @@ def source_class(source):
 def _task(cls, task, backbone, source, kwargs):
     """The task model around `backbone`, with the source's head sizes and tokenizer."""
     if any(source.has_head(head) for head in task.heads):
-        kwargs = {**{k: v for k, v in source.head_config.items() if takes_argument(cls, k)}, **kwargs}
+        kwargs = {**_head_arguments(cls, source.head_config, kwargs), **kwargs}
     part = next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
     if part and part not in kwargs and source.tokenizer_config is not None:
         kwargs[part] = tokenizer_from(source, {})
     return cls(backbone=backbone, **kwargs)
+
+
+def _head_arguments(cls, fixed, kwargs):
+    """The source's head arguments (`source.head_config`) that `cls` takes,
+    less those `kwargs` replace: label names given replace the source's names
+    and its number of labels, and a `num_classes` other than the source's
+    drops its names (the head's shape is then checked against the weights)."""
+    fixed = {k: v for k, v in fixed.items() if takes_argument(cls, k)}
+    renamed = any(k in kwargs for k in LABEL_NAMES)
+    if renamed or kwargs.get("num_classes", fixed.get("num_classes")) != fixed.get("num_classes"):
+        fixed = {k: v for k, v in fixed.items() if k not in LABEL_NAMES + (("num_classes",) if renamed else ())}
+    return fixed
 
 
 def _rows_to_load(model, name, task, backbone, source):
