@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from kzoo.checkpoints import google, huggingface, keras_hub
 from kzoo.checkpoints.bert_weights import POOLER, TASKS, Head, encoder_rows, task_for
 from kzoo.models import bert as bert_models
+from kzoo.models import label_names
 from kzoo.presets import detect_format, pop_backbone_kwargs, takes_argument
 
 # The readers of the formats this module loads: `reader(path)` -> a CheckpointSource.
@@ -25,7 +26,6 @@ READERS = {
     "google": google.open_google,
     "keras_hub": keras_hub.open_keras_hub,
 }
-LABEL_NAMES = ("class_names", "tags")  # the tasks' arguments naming their labels
 
 
 def open_source(path, format=None):
@@ -187,9 +187,10 @@ def _head_arguments(cls, fixed, kwargs):
     and its number of labels, and a `num_classes` other than the source's
     drops its names (the head's shape is then checked against the weights)."""
     fixed = {k: v for k, v in fixed.items() if takes_argument(cls, k)}
-    renamed = any(k in kwargs for k in LABEL_NAMES)
+    renamed = any(k in kwargs for k in label_names.ARGUMENTS)
     if renamed or kwargs.get("num_classes", fixed.get("num_classes")) != fixed.get("num_classes"):
-        fixed = {k: v for k, v in fixed.items() if k not in LABEL_NAMES + (("num_classes",) if renamed else ())}
+        dropped = label_names.ARGUMENTS + (("num_classes",) if renamed else ())
+        fixed = {k: v for k, v in fixed.items() if k not in dropped}
     return fixed
 
 

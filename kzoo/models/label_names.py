@@ -4,15 +4,16 @@ classifier's `tags` (label id i is called `names[i]`).
 They are checked against the number of labels when the task is built; labels
 given as names are turned into ids before any work (in memory, at once, with
 an error listing the known names; in a `tf.data` pipeline, by assertions that
-fail its first batch with an unknown name); and a task saved with names gets
-new names of the same number from `from_preset`.
+fail its first batch with an unknown name). They do not shape the task's
+head: `from_preset` gives a saved task new names of the same number.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from kzoo import presets
 from kzoo.models.preprocessor import to_tensors
+
+ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming their labels
 
 
 def check_names(names, num_classes, argument, owner):
@@ -40,7 +41,7 @@ def check_names(names, num_classes, argument, owner):
     Traceback (most recent call last):
     ...
     ValueError: class_names must be 3 distinct strings, the name of each label id in order
-    (2 names for num_classes=3; leave num_classes out to count the names); got ['neg', 'pos'].
+    (2 names for num_classes=3); got ['neg', 'pos'].
     """
     if names is None:
         if num_classes is None:
@@ -59,7 +60,7 @@ def check_names(names, num_classes, argument, owner):
         else f"not strings: {[n for n in names if not isinstance(n, str)][:3]!r}"
         if not all(isinstance(name, str) for name in names)
         else f"repeated: {duplicates[:3]!r}" if duplicates
-        else f"{len(names)} names for num_classes={num_classes}; leave num_classes out to count the names"
+        else f"{len(names)} names for num_classes={num_classes}"
         if len(names) != count
         else None
     )
@@ -168,41 +169,6 @@ def ids_to_names(ids, names):
     if names is None:
         return ids
     return [ids_to_names(i, names) for i in ids] if isinstance(ids, list) else names[ids]
-
-
-def rename_on_load(load, cls, preset, argument, kwargs):
-    """`load(preset, **kwargs)`, where `kwargs[argument]` renames the labels of
-    a `cls` task saved in kzoo preset directory `preset` (its number of labels
-    checked by `load` as `num_classes`, its trained head unchanged); without a
-    saved task, the names go to the new head as any argument.
-
-    Args:
-        load: callable. The base class's `from_preset`, bound to `cls`.
-        cls: type. The task class.
-        preset: str or os.PathLike. A preset name or directory.
-        argument: str. The names' argument ("class_names", "tags").
-        kwargs: dict. The `from_preset` arguments.
-
-    Returns:
-        What `load` returns, with the new names.
-
-    Example:
-
-    >>> calls = []
-    >>> load = lambda preset, **kwargs: calls.append(kwargs)
-    >>> rename_on_load(load, object, "bert_tiny", "class_names", {"class_names": ["a", "b"]})
-    >>> calls
-    [{'class_names': ['a', 'b']}]
-    """
-    if argument not in kwargs or presets.saved_task_config(preset, cls) is None:
-        return load(preset, **kwargs)
-    kwargs = dict(kwargs)
-    names = kwargs.pop(argument)
-    if names is not None:
-        kwargs["num_classes"], names = check_names(names, kwargs.get("num_classes"), argument, cls.__name__)
-    task = load(preset, **kwargs)
-    setattr(task, argument, names)
-    return task
 
 
 def _holds_strings(labels):

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.backend import keep_state_on_error
-from kzoo.models import serialization
+from kzoo.models import label_names, serialization
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -357,14 +357,14 @@ class Task(keras.Model):
 
         Args:
             preset: str or `os.PathLike`. A preset name or directory.
-            **kwargs: the head's arguments (e.g. `num_classes`), `dtype`, the
-                backbone's config fields for a name, or `sequence_length` for
-                the preprocessor.
+            **kwargs: the head's arguments (e.g. `num_classes`; label names such
+                as `class_names` rename a saved head's), `dtype`, the backbone's
+                config fields for a name, or `sequence_length` for the preprocessor.
 
         Returns:
             An instance of the class `from_preset` is called on.
         """
-        head = serialization.constructor_parameters(cls, skip=PARTS)
+        head = serialization.constructor_parameters(cls, skip=PARTS + label_names.ARGUMENTS)  # shape the head
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
         if changed:

@@ -34,7 +34,8 @@ class BertClassifier(Task):
     labels as names too (mapped to ids before any work; an unknown name is a
     `ValueError` listing the known ones), `predict_labels` returns names, and
     the names are saved with the model (its config, preset directories,
-    `.keras` files) and exported as Hugging Face's `id2label`/`label2id`.
+    `.keras` files) and exported as Hugging Face's `id2label`/`label2id`;
+    `from_preset(path, class_names=[...])` renames a saved head's classes.
 
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
@@ -76,6 +77,13 @@ class BertClassifier(Task):
     >>> history = named.fit(["good film", "bad film"], ["positive", "negative"], verbose=0)
     >>> named.predict_labels(["good film"], verbose=0)[0] in ("negative", "positive")
     True
+    >>> import tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> named.save_to_preset(path)
+    >>> BertClassifier.from_preset(path).class_names
+    ['negative', 'positive']
+    >>> BertClassifier.from_preset(path, class_names=["neg", "pos"]).class_names
+    ['neg', 'pos']
     """
 
     preprocessor_class = BertPreprocessor
@@ -103,43 +111,17 @@ class BertClassifier(Task):
         self.classifier_dropout = head_dropout
         self.logits = head
 
-    @classmethod
-    def from_preset(cls, preset, /, **kwargs):
-        """The classifier from a preset (see `kzoo.models.Task.from_preset`);
-        `class_names` renames the classes of a saved classifier (the same
-        number of them), or names those of a new head.
-
-        Args:
-            preset: str or `os.PathLike`. A preset name or directory.
-            **kwargs: as for `Task.from_preset` (`num_classes`, `class_names`,
-                `sequence_length`, ...).
-
-        Returns:
-            A `BertClassifier`.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
-        >>> path = tempfile.mkdtemp()
-        >>> BertClassifier(backbone, class_names=["no", "yes"]).save_to_preset(path)
-        >>> BertClassifier.from_preset(path).class_names
-        ['no', 'yes']
-        >>> BertClassifier.from_preset(path, class_names=["false", "true"]).class_names
-        ['false', 'true']
-        """
-        return label_names.rename_on_load(super().from_preset, cls, preset, "class_names", kwargs)
-
     def predict_labels(self, x, batch_size=None, verbose="auto"):
         """The most likely class of each example: its name with `class_names`,
         else its id (the argmax of the logits, softmax(C W) in sec. 4.1).
 
         Args:
-            x: examples, as for `predict` (raw text with a preprocessor).
-            batch_size: int. Examples per batch. Defaults to `None` (32).
-            verbose: as for `keras.Model.predict`. Defaults to `"auto"`.
+            x: list of str, a tuple `(texts_a, texts_b)`, or a dict. The
+                examples, as for `predict`: raw text with a preprocessor, or
+                packed inputs.
+            batch_size: int or None. Examples per batch. Defaults to `None`
+                (32, as `keras.Model.predict`).
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
 
         Returns:
             A list: one class name (str) per example, or one id (int)

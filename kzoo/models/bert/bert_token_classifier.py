@@ -91,7 +91,8 @@ class BertTokenClassifier(Task):
     `evaluate_entities` scores entity-level F1 as CoNLL's `conlleval` (Table
     3's metric), `fit` and `evaluate` take word labels as tags too (mapped to
     ids before any work), and the tags are saved with the model and exported
-    as Hugging Face's `id2label`/`label2id`.
+    as Hugging Face's `id2label`/`label2id` (`from_preset(path, tags=[...])`
+    renames a saved head's tags).
 
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
@@ -166,34 +167,6 @@ class BertTokenClassifier(Task):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         return super().compute_loss(x, y, y_pred, _over_tokens(sample_weight, y), training)
 
-    @classmethod
-    def from_preset(cls, preset, /, **kwargs):
-        """The token classifier from a preset (see `kzoo.models.Task.from_preset`);
-        `tags` renames the labels of a saved token classifier (the same number
-        of them), or names those of a new head.
-
-        Args:
-            preset: str or `os.PathLike`. A preset name or directory.
-            **kwargs: as for `Task.from_preset` (`num_classes`, `tags`, ...).
-
-        Returns:
-            A `BertTokenClassifier`.
-
-        Example:
-
-        >>> import tempfile
-        >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
-        >>> path = tempfile.mkdtemp()
-        >>> BertTokenClassifier(backbone, tags=["O", "B-LOC"]).save_to_preset(path)
-        >>> BertTokenClassifier.from_preset(path).tags
-        ['O', 'B-LOC']
-        >>> BertTokenClassifier.from_preset(path, tags=["O", "B-PER"]).tags
-        ['O', 'B-PER']
-        """
-        return label_names.rename_on_load(super().from_preset, cls, preset, "tags", kwargs)
-
     # === Word labels as tags ===
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
@@ -250,8 +223,12 @@ class BertTokenClassifier(Task):
         label per word (BERT sec. 5.3), a tag with `tags`, else an id.
 
         Args:
-            words: sentences as words, as for `predict_words`.
-            batch_size, verbose: as for `predict_words`.
+            words: list of lists of str. Sentences as words, as for
+                `predict_words` (or a ragged string tensor, or white-space
+                separated strings).
+            batch_size: int or None. Sentences per batch. Defaults to `None`
+                (32, as `keras.Model.predict`).
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
 
         Returns:
             A list of lists of tags (str), or of ids (int) without `tags`.

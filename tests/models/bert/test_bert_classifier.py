@@ -210,8 +210,10 @@ def test_from_preset_renames_a_saved_head_or_names_a_new_one(tmp_path):
     renamed = kzoo.BertClassifier.from_preset(preset, class_names=["a", "b", "c"])
     assert renamed.class_names == ["a", "b", "c"] and renamed.get_config()["class_names"] == ["a", "b", "c"]
     assert all(np.array_equal(a, b) for a, b in zip(weights(renamed), weights(model)))  # the trained head kept
-    with pytest.raises(ValueError, match="has num_classes=3, not num_classes=2. Its trained head cannot change"):
+    with pytest.raises(ValueError, match=r"class_names must be 3 distinct strings.*\(2 names for num_classes=3\)"):
         kzoo.BertClassifier.from_preset(preset, class_names=["a", "b"])
+    with pytest.raises(ValueError, match="has num_classes=3, not num_classes=2. Its trained head cannot change"):
+        kzoo.BertClassifier.from_preset(preset, num_classes=2, class_names=["a", "b"])
     backbone = os.path.join(str(tmp_path), "backbone")
     model.backbone.save_to_preset(backbone)
     fresh = kzoo.BertClassifier.from_preset(backbone, class_names=["x", "y"])
@@ -222,7 +224,7 @@ def test_from_preset_renames_a_saved_head_or_names_a_new_one(tmp_path):
     "arguments,error,message",
     [
         (dict(num_classes=4, class_names=NAMES), ValueError,
-         r"class_names must be 4 distinct strings.*\(3 names for num_classes=4; leave num_classes out"),
+         r"class_names must be 4 distinct strings, the name of each label id in order \(3 names for num_classes=4\)"),
         (dict(class_names=["a", "b", "a"]), ValueError, r"class_names must be 3 distinct strings.*repeated: \['a'\]"),
         (dict(class_names=["a", 1]), ValueError, r"class_names must be 2 distinct strings.*not strings: \[1\]"),
         (dict(class_names="ab"), ValueError, "a single string"),
