@@ -13,8 +13,9 @@
    capped at 500 training and 100 test sentences per area (about 3,300 and
    700; the smallest area has about 410 training sentences).
 2. Loads `kzoo.BertClassifier.from_preset("pretrained/bert_python_docs",
-   num_classes=7)`: the pre-trained backbone and its tokenizer, with a freshly
-   initialised classification layer W on the pooled [CLS] output (sec. 4.1).
+   class_names=areas)`: the pre-trained backbone and its tokenizer, with a
+   freshly initialised classification layer W on the pooled [CLS] output
+   (sec. 4.1) for the seven areas, whose names are saved with the model.
 3. Fine-tunes all parameters end to end on the raw strings (the preprocessor
    packs them in tf.data), with the paper's recipe (sec. 3.2, A.3: Adam with
    decoupled weight decay, 10% warm-up then linear decay, batch 32, 3
@@ -26,8 +27,10 @@
    the same classifier fine-tuned the same way from a randomly initialised
    backbone of the same size: what pre-training brings.
 5. Saves the fine-tuned model as a preset directory, reloads it with
-   `kzoo.BertClassifier.from_preset` and shows its predictions (label names
-   and probabilities) for sentences written for this example.
+   `kzoo.BertClassifier.from_preset` and shows its predictions (the area
+   names it was saved with, and probabilities) for sentences written for
+   this example. Converted (`python -m kzoo.convert DIR OUT --format
+   huggingface`), it keeps the names as `id2label`.
 
 Pre-training saw the documentation's text (not the labels), as BERT saw
 Wikipedia before being fine-tuned on SQuAD. Runs in about 2 minutes on 2 CPU
@@ -121,12 +124,12 @@ def require_pretrained(path, smoke):
         )
 
 
-def load_pretrained(args, num_classes):
-    """The pre-trained backbone and tokenizer, a fresh K-way head (sec. 4.1)."""
+def load_pretrained(args, class_names):
+    """The pre-trained backbone and tokenizer, a fresh K-way head (sec. 4.1) for the named classes."""
     tokenizer = kzoo.BertTokenizer.from_preset(args.pretrained)
     return kzoo.BertClassifier.from_preset(
         args.pretrained,
-        num_classes=num_classes,
+        class_names=class_names,
         preprocessor=kzoo.BertPreprocessor(tokenizer, sequence_length=args.sequence_length),
     )
 
@@ -173,7 +176,7 @@ def main():
 
     distributed = kzoo.distribution.setup() if args.distributed else kzoo.distribution.Distributed()
     with distributed.scope():
-        model = load_pretrained(args, len(areas))
+        model = load_pretrained(args, areas)
     print(f"model: {args.pretrained} + a {len(areas)}-way classification layer, "
           f"{model.count_params():,} parameters, sequence length {args.sequence_length}")
     seconds = fine_tune(model, train_texts, train_labels, args, distributed)
@@ -187,7 +190,7 @@ def main():
             scratch = kzoo.BertClassifier(
                 backbone=kzoo.BertBackbone.from_config(model.backbone.get_config()),
                 preprocessor=model.preprocessor,
-                num_classes=len(areas),
+                class_names=areas,
             )
         fine_tune(scratch, train_texts, train_labels, args, distributed)
         scratch_accuracy = accuracy(scratch, test_texts, test_labels, args.batch_size)
@@ -204,10 +207,11 @@ def main():
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(reloaded.predict(UNSEEN_SENTENCES, verbose=0)))
     before = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(UNSEEN_SENTENCES, verbose=0)))
     assert np.allclose(probabilities, before, atol=1e-5), "the reloaded model predicts differently"
+    names = reloaded.class_names  # saved with the model
     print(f"\nsaved to the preset directory {args.output}/; reloaded, it predicts:")
     for sentence, p in zip(UNSEEN_SENTENCES, probabilities):
         best = np.argsort(p)[::-1][:2]
-        print(f"  {sentence}\n      -> " + ", ".join(f"{areas[i]} {p[i]:.2f}" for i in best))
+        print(f"  {sentence}\n      -> " + ", ".join(f"{names[i]} {p[i]:.2f}" for i in best))
     print(f"(total {time.perf_counter() - start:.0f} s)")
 
 

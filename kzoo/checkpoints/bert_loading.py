@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from kzoo.checkpoints import google, huggingface, keras_hub
 from kzoo.checkpoints.bert_weights import POOLER, TASKS, Head, encoder_rows, task_for
 from kzoo.models import bert as bert_models
+from kzoo.models import label_names
 from kzoo.presets import detect_format, pop_backbone_kwargs, takes_argument
 
 # The readers of the formats this module loads: `reader(path)` -> a CheckpointSource.
@@ -173,11 +174,24 @@ def source_class(source):
 def _task(cls, task, backbone, source, kwargs):
     """The task model around `backbone`, with the source's head sizes and tokenizer."""
     if any(source.has_head(head) for head in task.heads):
-        kwargs = {**{k: v for k, v in source.head_config.items() if takes_argument(cls, k)}, **kwargs}
+        kwargs = {**_head_arguments(cls, source.head_config, kwargs), **kwargs}
     part = next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
     if part and part not in kwargs and source.tokenizer_config is not None:
         kwargs[part] = tokenizer_from(source, {})
     return cls(backbone=backbone, **kwargs)
+
+
+def _head_arguments(cls, fixed, kwargs):
+    """The source's head arguments (`source.head_config`) that `cls` takes,
+    less those `kwargs` replace: label names given replace the source's names
+    and its number of labels, and a `num_classes` other than the source's
+    drops its names (the head's shape is then checked against the weights)."""
+    fixed = {k: v for k, v in fixed.items() if takes_argument(cls, k)}
+    renamed = any(k in kwargs for k in label_names.ARGUMENTS)
+    if renamed or kwargs.get("num_classes", fixed.get("num_classes")) != fixed.get("num_classes"):
+        dropped = label_names.ARGUMENTS + (("num_classes",) if renamed else ())
+        fixed = {k: v for k, v in fixed.items() if k not in dropped}
+    return fixed
 
 
 def _rows_to_load(model, name, task, backbone, source):

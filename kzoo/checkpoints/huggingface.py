@@ -195,13 +195,15 @@ def backbone_config(config, location):
 
 
 def _head_config(config):
-    """Task arguments a fine-tuned checkpoint fixes: its number of labels and their names."""
+    """Task arguments a fine-tuned checkpoint fixes: its number of labels and
+    their names from `id2label` (none when they are all transformers'
+    `LABEL_i`), as `class_names` and as `tags`: a task takes the one it has."""
     labels = config.get("id2label")
     if not labels:
         return {}
-    tags = [labels[key] for key in sorted(labels, key=int)]
-    named = any(tag != f"LABEL_{i}" for i, tag in enumerate(tags))
-    return {"num_classes": len(tags), **({"tags": tags} if named else {})}
+    names = [labels[key] for key in sorted(labels, key=int)]
+    named = any(name != f"LABEL_{i}" for i, name in enumerate(names))
+    return {"num_classes": len(names), **({"class_names": names, "tags": names} if named else {})}
 
 
 def tokenizer_config(directory):

@@ -89,7 +89,8 @@ def config_from(model, backbone, task, tokenizer):
         tokenizer: kzoo.BertTokenizer or None. Gives `pad_token_id` (else 0).
 
     Returns:
-        A dict, with `id2label` / `label2id` for a model with `num_classes`.
+        A dict, with `id2label` / `label2id` for a model with `num_classes`:
+        its `class_names` (or `tags`), else `LABEL_0`, `LABEL_1`, ...
 
     Example:
 
@@ -121,9 +122,10 @@ def config_from(model, backbone, task, tokenizer):
     }
     num_classes = getattr(model, "num_classes", None)
     if num_classes is not None:
-        tags = getattr(model, "tags", None) or [f"LABEL_{i}" for i in range(num_classes)]
-        config["id2label"] = dict(enumerate(tags))
-        config["label2id"] = {tag: i for i, tag in enumerate(tags)}
+        names = getattr(model, "class_names", None) or getattr(model, "tags", None)
+        names = names or [f"LABEL_{i}" for i in range(num_classes)]  # transformers' defaults
+        config["id2label"] = dict(enumerate(names))
+        config["label2id"] = {name: i for i, name in enumerate(names)}
         if num_classes == 1:
             config["problem_type"] = "regression"
     return config

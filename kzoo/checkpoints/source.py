@@ -27,7 +27,7 @@ class CheckpointSource:
         architectures: tuple of str. The Hugging Face classes that wrote it
             (their heads). Defaults to `()`.
         head_config: dict. Task arguments the source fixes (`num_classes`,
-            `tags`). Defaults to `{}`.
+            and the label names as `class_names` and `tags`). Defaults to `{}`.
         keep_alive: object. Files the source needs while it is read (an
             unzipped copy). Defaults to `None`.
 

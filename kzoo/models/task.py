@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.backend import keep_state_on_error
-from kzoo.models import serialization
+from kzoo.models import label_names, serialization
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -62,7 +62,7 @@ class Task(keras.Model):
     ...                         intermediate_dim=16, max_sequence_length=8)
     >>> model = BertClassifier(backbone, num_classes=2, preprocessor=tokenizer)
     >>> isinstance(model, Task), sorted(model.get_config())
-    (True, ['backbone', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
+    (True, ['backbone', 'class_names', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
     >>> model.predict(["good", "bad good"], verbose=0).shape  # raw text, packed by the preprocessor
     (2, 2)
     >>> path = tempfile.mkdtemp()
@@ -364,14 +364,14 @@ class Task(keras.Model):
                 random weights, without a warning or the network (the
                 preset's tokenizer is attached only if its files are already
                 on this machine). Defaults to `True`.
-            **kwargs: the head's arguments (e.g. `num_classes`), `dtype`, the
-                backbone's config fields for a name, or `sequence_length` for
-                the preprocessor.
+            **kwargs: the head's arguments (e.g. `num_classes`; label names such
+                as `class_names` rename a saved head's), `dtype`, the backbone's
+                config fields for a name, or `sequence_length` for the preprocessor.
 
         Returns:
             An instance of the class `from_preset` is called on.
         """
-        head = serialization.constructor_parameters(cls, skip=PARTS)
+        head = serialization.constructor_parameters(cls, skip=PARTS + label_names.ARGUMENTS)  # shape the head
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
         if changed:

@@ -148,7 +148,10 @@ def _read_part(directory, role, overrides):
     if role == "task" and isinstance(backbone, dict):
         backbone_config = {**backbone["config"], **pop_backbone_kwargs(overrides)}
         inner["backbone"] = {**backbone, "config": backbone_config}
-    inner = override_config(inner, overrides, directory, config["class_name"])
+    # Arguments the class gained after the preset was saved (e.g. label names) can be given too.
+    cls = keras.saving.get_registered_object(config.get("registered_name") or config["class_name"])
+    added = [name for name in overrides if cls is not None and takes_argument(cls, name)]
+    inner = override_config(inner, overrides, directory, config["class_name"], extra=tuple(added))
     part = keras.saving.deserialize_keras_object(
         _with_asset_paths({**config, "config": inner}, directory, PART_FILES[role])
     )

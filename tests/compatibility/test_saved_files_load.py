@@ -44,9 +44,18 @@ def test_bert_classifier(loader):
         classifier = kzoo.BertClassifier.from_preset(os.path.join(HERE, "bert_classifier"))
     else:
         classifier = keras.saving.load_model(os.path.join(HERE, "bert_classifier.keras"))
-    assert isinstance(classifier, kzoo.BertClassifier)
+    assert isinstance(classifier, kzoo.BertClassifier) and classifier.class_names is None  # saved without names
     close(classifier.predict(TEXTS, verbose=0), "bert_classifier/texts")
     close(classifier.predict(PAIRS, verbose=0), "bert_classifier/pairs")
+
+
+def test_bert_classifier_saved_without_class_names_gets_them_from_preset():
+    path = os.path.join(HERE, "bert_classifier")
+    classifier = kzoo.BertClassifier.from_preset(path, class_names=["a", "b", "c"])
+    assert classifier.class_names == ["a", "b", "c"] and classifier.get_config()["class_names"] == ["a", "b", "c"]
+    close(classifier.predict(TEXTS, verbose=0), "bert_classifier/texts")
+    with pytest.raises(ValueError, match=r"Unknown override\(s\) \['colours'\]"):
+        kzoo.BertClassifier.from_preset(path, colours=["a", "b", "c"])
 
 
 def test_bert_token_classifier_preset():

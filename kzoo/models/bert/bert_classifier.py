@@ -1,7 +1,9 @@
 """Sentence and sentence-pair classification with BERT (BERT sec. 3.2, 4.1; Figure 4a, 4b)."""
 
 import keras
+import numpy as np
 
+from kzoo.models import label_names
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
 from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
@@ -28,11 +30,22 @@ class BertClassifier(Task):
     and the mean absolute error as metric; compute STS-B's Pearson and
     Spearman correlations on `predict`'s output over the whole set).
 
+    With `class_names`, the K labels have names: `fit` and `evaluate` take
+    labels as names too (mapped to ids before any work; an unknown name is a
+    `ValueError` listing the known ones), `predict_labels` returns names, and
+    the names are saved with the model (its config, preset directories,
+    `.keras` files) and exported as Hugging Face's `id2label`/`label2id`;
+    `from_preset(path, class_names=[...])` renames a saved head's classes.
+
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_classes: int. K, the number of labels (1 for regression).
-        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None. With
-            one, `fit`/`evaluate`/`predict` take raw text: a batch of
+            Defaults to `None`: `len(class_names)`.
+        class_names: list of str. Names of the classes, in label order:
+            label id i is `class_names[i]`. Defaults to `None`: the classes
+            are 0..num_classes-1.
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `fit`/`evaluate`/`predict` take raw text: a batch of
             strings, or a tuple `(texts_a, texts_b)` for pairs. Defaults to `None`.
         dropout: float. The dropout rate on C before the classification
             layer. Defaults to `0.1`.
@@ -58,17 +71,33 @@ class BertClassifier(Task):
     >>> history = model.fit(["good film", "bad film"], np.array([1, 0]), epochs=2, verbose=0)
     >>> model.predict(["good film"], verbose=0).shape
     (1, 2)
+    >>> named = BertClassifier(backbone, class_names=["negative", "positive"], preprocessor=preprocessor)
+    >>> named.num_classes
+    2
+    >>> history = named.fit(["good film", "bad film"], ["positive", "negative"], verbose=0)
+    >>> named.predict_labels(["good film"], verbose=0)[0] in ("negative", "positive")
+    True
+    >>> import tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> named.save_to_preset(path)
+    >>> BertClassifier.from_preset(path).class_names
+    ['negative', 'positive']
+    >>> BertClassifier.from_preset(path, class_names=["neg", "pos"]).class_names
+    ['neg', 'pos']
     """
 
     preprocessor_class = BertPreprocessor
     default_optimizer = staticmethod(bert_finetuning_optimizer)
 
-    def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, **kwargs):
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+    def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, class_names=None, **kwargs):
+        bad = isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
+        if num_classes is not None and bad:
             raise ValueError(
                 f"num_classes must be a positive int (the number of labels K, or 1 for "
                 f"regression); got {num_classes!r}."
             )
+        owner = type(self).__name__
+        num_classes, class_names = label_names.check_names(class_names, num_classes, "class_names", owner)
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
@@ -78,8 +107,54 @@ class BertClassifier(Task):
         super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.num_classes = num_classes
         self.dropout = dropout
+        self.class_names = class_names
         self.classifier_dropout = head_dropout
         self.logits = head
+
+    def predict_labels(self, x, batch_size=None, verbose="auto"):
+        """The most likely class of each example: its name with `class_names`,
+        else its id (the argmax of the logits, softmax(C W) in sec. 4.1).
+
+        Args:
+            x: list of str, a tuple `(texts_a, texts_b)`, or a dict. The
+                examples, as for `predict`: raw text with a preprocessor, or
+                packed inputs.
+            batch_size: int or None. Examples per batch. Defaults to `None`
+                (32, as `keras.Model.predict`).
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
+
+        Returns:
+            A list: one class name (str) per example, or one id (int)
+            without `class_names`.
+
+        Example:
+
+        >>> import keras
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> model = BertClassifier(backbone, class_names=["no", "yes"])
+        >>> logits = keras.ops.convert_to_numpy(model.predict({"token_ids": [[2, 5, 3]]}, verbose=0))
+        >>> model.predict_labels({"token_ids": [[2, 5, 3]]}, verbose=0) == [model.class_names[logits[0].argmax()]]
+        True
+        """
+        if self.num_classes == 1:
+            raise ValueError(
+                "predict_labels needs classes: this BertClassifier (num_classes=1) is a regression; "
+                "its `predict` gives the scores."
+            )
+        logits = self.predict(x, batch_size=batch_size, verbose=verbose)
+        return label_names.ids_to_names(np.argmax(logits, axis=-1), self.class_names)
+
+    # === Labels as class names ===
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
+        y = label_names.names_to_ids(y, self.class_names, "class_names", type(self).__name__)
+        return super()._prepare(x, y, sample_weight, batch_size)
+
+    def _assert_labels(self, labels, packed):
+        labels = label_names.names_to_ids_in_graph(labels, self.class_names, "class_names", type(self).__name__)
+        return super()._assert_labels(labels, packed)
 
     def label_bounds(self, packed):
         return None if self.num_classes == 1 else (0, self.num_classes)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kzoo.models import label_names
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
@@ -24,6 +25,14 @@ def _over_tokens(sample_weight, labels):
         return sample_weight
     # A new tensor, not a broadcast view: Keras' torch loss multiplies it in place.
     return ops.expand_dims(sample_weight, -1) * ops.ones_like(labels, dtype=sample_weight.dtype)
+
+
+def _check_num_classes(num_classes):
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(
+            f"num_classes must be an int >= 2 (the number of labels K, 9 for CoNLL-2003's "
+            f"BIO tags); got {num_classes!r}."
+        )
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -78,17 +87,22 @@ class BertTokenClassifier(Task):
     weight per sentence, to each of its tokens.
 
     With `tags`, the names of the K labels (e.g. "O", "B-PER", "I-PER", ...),
-    `predict_words` returns tag strings and `evaluate_entities` scores
-    entity-level F1 as CoNLL's `conlleval` (Table 3's metric).
+    `predict_words` (alias `predict_labels`) returns tag strings,
+    `evaluate_entities` scores entity-level F1 as CoNLL's `conlleval` (Table
+    3's metric), `fit` and `evaluate` take word labels as tags too (mapped to
+    ids before any work), and the tags are saved with the model and exported
+    as Hugging Face's `id2label`/`label2id` (`from_preset(path, tags=[...])`
+    renames a saved head's tags).
 
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_classes: int. K, the number of labels (9 for CoNLL-2003's BIO tags).
-        preprocessor: `kzoo.BertTokenClassifierPreprocessor` or None. Another
-            BERT preprocessor or a `kzoo.BertTokenizer` is converted. With one,
+            Defaults to `None`: `len(tags)`.
+        preprocessor: `BertTokenClassifierPreprocessor`, another BERT
+            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
             `fit`/`evaluate`/`predict` take sentences as words: lists of lists
             of str, a ragged string tensor, or white-space separated strings;
-            labels are lists of label ids, one per word. Defaults to `None`.
+            labels are lists of label ids (or tags), one per word. Defaults to `None`.
         dropout: float. The dropout rate on T_i before the classification
             layer. Defaults to `0.1`.
         tags: list of str or None. The K label names; label id i is
@@ -122,20 +136,11 @@ class BertTokenClassifier(Task):
     preprocessor_class = BertTokenClassifierPreprocessor
     default_optimizer = staticmethod(bert_finetuning_optimizer)
 
-    def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1, tags=None, **kwargs):
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(
-                f"num_classes must be an int >= 2 (the number of labels K, 9 for CoNLL-2003's "
-                f"BIO tags); got {num_classes!r}."
-            )
-        if tags is not None:
-            tags = list(tags)
-            named = all(isinstance(tag, str) for tag in tags) and len(set(tags)) == len(tags)
-            if not named or len(tags) != num_classes:
-                raise ValueError(
-                    f"tags must be {num_classes} distinct strings, the name of each label id "
-                    f"(num_classes={num_classes}); got {tags!r:.200}."
-                )
+    def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, tags=None, **kwargs):
+        if num_classes is not None:
+            _check_num_classes(num_classes)
+        num_classes, tags = label_names.check_names(tags, num_classes, "tags", type(self).__name__)
+        _check_num_classes(num_classes)  # also one tag
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
@@ -161,6 +166,16 @@ class BertTokenClassifier(Task):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         return super().compute_loss(x, y, y_pred, _over_tokens(sample_weight, y), training)
+
+    # === Word labels as tags ===
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
+        y = label_names.names_to_ids(y, self.tags, "tags", type(self).__name__)
+        return super()._prepare(x, y, sample_weight, batch_size)
+
+    def _assert_labels(self, labels, packed):
+        labels = label_names.names_to_ids_in_graph(labels, self.tags, "tags", type(self).__name__)
+        return super()._assert_labels(labels, packed)
 
     # === Word-level predictions ===
 
@@ -203,6 +218,34 @@ class BertTokenClassifier(Task):
         if self.tags is None:
             return sentences
         return [[self.tags[i] if i >= 0 else OUTSIDE_TAG for i in sentence] for sentence in sentences]
+
+    def predict_labels(self, words, batch_size=None, verbose="auto"):
+        """`predict_words` under the name `kzoo.BertClassifier` gives it: one
+        label per word (BERT sec. 5.3), a tag with `tags`, else an id.
+
+        Args:
+            words: list of lists of str. Sentences as words, as for
+                `predict_words` (or a ragged string tensor, or white-space
+                separated strings).
+            batch_size: int or None. Sentences per batch. Defaults to `None`
+                (32, as `keras.Model.predict`).
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
+
+        Returns:
+            A list of lists of tags (str), or of ids (int) without `tags`.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, BertTokenizer
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "in", "rome"]
+        >>> backbone = BertBackbone(vocabulary_size=len(vocabulary), num_layers=1,
+        ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8)
+        >>> model = BertTokenClassifier(backbone, tags=["O", "B-LOC"],
+        ...     preprocessor=BertTokenClassifierPreprocessor(BertTokenizer(vocabulary), 8))
+        >>> [set(tags) <= {"O", "B-LOC"} for tags in model.predict_labels(["in rome", "rome"], verbose=0)]
+        [True, True]
+        """
+        return self.predict_words(words, batch_size=batch_size, verbose=verbose)
 
     def evaluate_entities(self, words, tags, batch_size=None, verbose="auto"):
         """Entity-level precision, recall and F1 of the predicted tags, as

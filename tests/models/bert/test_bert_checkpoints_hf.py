@@ -129,8 +129,8 @@ def test_backbone_export_loads_in_transformers(tmp_path):
     ],
 )
 def test_fine_tuned_heads_load_into_the_matching_task(tmp_path, hf_class, kzoo_class, outputs):
-    labels = {"id2label": {0: "O", 1: "B-LOC", 2: "I-LOC"}} if kzoo_class is kzoo.BertTokenClassifier else {}
-    labels = labels or ({} if kzoo_class is kzoo.BertQuestionAnswerer else {"num_labels": 3})
+    names = {kzoo.BertTokenClassifier: ["O", "B-LOC", "I-LOC"], kzoo.BertClassifier: ["neg", "neu", "pos"]}
+    labels = {"id2label": dict(enumerate(names[kzoo_class]))} if kzoo_class in names else {}
     hf_model, directory = _hf_directory(tmp_path, hf_class, **labels)
     model = kzoo_class.from_preset(directory)  # the head size comes from the checkpoint
     features, positions = fx.inputs(len(fx.UNCASED))
@@ -139,12 +139,44 @@ def test_fine_tuned_heads_load_into_the_matching_task(tmp_path, hf_class, kzoo_c
     expected = fx.hf_outputs(hf_model, features, positions)
     differences = fx.max_differences({k: expected[k] for k in outputs}, found, features["padding_mask"])
     assert max(differences.values()) < TOLERANCE, differences
-    if kzoo_class is kzoo.BertTokenClassifier:
-        assert model.tags == ["O", "B-LOC", "I-LOC"]
+    if kzoo_class in names:  # read from id2label
+        assert getattr(model, "tags" if kzoo_class is kzoo.BertTokenClassifier else "class_names") == names[kzoo_class]
     model.save_to_preset(tmp_path / "out", format="huggingface")
     exported, original = load_file(tmp_path / "out" / "model.safetensors"), _saved_tensors(directory)
     assert sorted(exported) == sorted(original)
     assert all(np.array_equal(exported[k], original[k]) for k in original)
+
+
+@pytest.mark.parametrize(
+    "kzoo_class,argument,hf_class",
+    [
+        (kzoo.BertClassifier, "class_names", transformers.BertForSequenceClassification),
+        (kzoo.BertTokenClassifier, "tags", transformers.BertForTokenClassification),
+    ],
+)
+def test_label_names_are_exported_as_id2label_and_read_back(tmp_path, monkeypatch, kzoo_class, argument, hf_class):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    backbone = kzoo.BertBackbone(vocabulary_size=len(fx.UNCASED), num_layers=1, num_heads=2, hidden_dim=16,
+                                 intermediate_dim=32, max_sequence_length=40)
+    names = ["O", "B-LOC", "I-LOC"] if argument == "tags" else ["negative", "neutral", "positive"]
+    kzoo_class(backbone, **{argument: names}).save_to_preset(tmp_path / "named", format="huggingface")
+    config = json.loads((tmp_path / "named" / "config.json").read_text())
+    assert config["id2label"] == {str(i): name for i, name in enumerate(names)}
+    assert config["label2id"] == {name: i for i, name in enumerate(names)}
+    assert hf_class.from_pretrained(tmp_path / "named").config.id2label == dict(enumerate(names))
+    restored = kzoo_class.from_preset(tmp_path / "named")
+    assert getattr(restored, argument) == names and restored.num_classes == 3
+    # A checkpoint's names can be replaced by others of the same number; another number of
+    # labels leaves the checkpoint's names out and is caught by the head's shape check.
+    assert getattr(kzoo_class.from_preset(tmp_path / "named", **{argument: list("abc")}), argument) == list("abc")
+    assert getattr(kzoo_class.from_preset(tmp_path / "named", num_classes=3), argument) == names
+    with pytest.raises(ValueError, match=r"expected shape \(4, 16\), found \(3, 16\)"):
+        kzoo_class.from_preset(tmp_path / "named", num_classes=4)
+    # No names: transformers' LABEL_i in the export, and no names read back.
+    kzoo_class(backbone, num_classes=3).save_to_preset(tmp_path / "unnamed", format="huggingface")
+    config = json.loads((tmp_path / "unnamed" / "config.json").read_text())
+    assert config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+    assert getattr(kzoo_class.from_preset(tmp_path / "unnamed"), argument) is None
 
 
 def test_task_from_a_pretraining_checkpoint_gets_a_fresh_head_and_the_tokenizer(tmp_path):

@@ -168,3 +168,121 @@ def test_raw_text_without_a_preprocessor_and_bad_packed_ids():
         model.predict({"token_ids": np.array([[2, 37, 3]])}, verbose=0)
     outputs = model.predict({"token_ids": np.array([[2, 30, 3]])}, verbose=0)  # defaults filled in
     assert outputs.shape == (1, 2)
+
+
+# === Class names (issue 18, part 5) ===
+
+NAMES = ["music", "sport", "food"]  # the topics of `topic_sentences`, in label order
+
+
+def named_classifier(**kwargs):
+    """A classifier without dropout (its training steps are deterministic), named classes."""
+    backbone = kzoo.BertBackbone(vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_dim=16,
+                                 intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16)
+    return kzoo.BertClassifier(backbone, preprocessor=preprocessor, dropout=0.0, **{"class_names": NAMES, **kwargs})
+
+
+def weights(model):
+    return [np.array(w) for w in model.get_weights()]
+
+
+def test_class_names_give_num_classes_and_round_trip_through_config_keras_file_and_preset(tmp_path):
+    model = named_classifier()
+    assert model.num_classes == 3 and model.class_names == NAMES
+    config = model.get_config()
+    assert config["class_names"] == NAMES and config["num_classes"] == 3
+    assert kzoo.BertClassifier.from_config(config).class_names == NAMES
+    path = os.path.join(str(tmp_path), "classifier.keras")
+    model.save(path)
+    assert keras.saving.load_model(path).class_names == NAMES
+    preset = os.path.join(str(tmp_path), "preset")
+    model.save_to_preset(preset)
+    assert kzoo.BertClassifier.from_preset(preset).class_names == NAMES
+    # Without names: None, and the config says so.
+    assert small_classifier().get_config()["class_names"] is None
+
+
+def test_from_preset_renames_a_saved_head_or_names_a_new_one(tmp_path):
+    preset = os.path.join(str(tmp_path), "preset")
+    model = named_classifier()
+    model.save_to_preset(preset)
+    renamed = kzoo.BertClassifier.from_preset(preset, class_names=["a", "b", "c"])
+    assert renamed.class_names == ["a", "b", "c"] and renamed.get_config()["class_names"] == ["a", "b", "c"]
+    assert all(np.array_equal(a, b) for a, b in zip(weights(renamed), weights(model)))  # the trained head kept
+    with pytest.raises(ValueError, match=r"class_names must be 3 distinct strings.*\(2 names for num_classes=3\)"):
+        kzoo.BertClassifier.from_preset(preset, class_names=["a", "b"])
+    with pytest.raises(ValueError, match="has num_classes=3, not num_classes=2. Its trained head cannot change"):
+        kzoo.BertClassifier.from_preset(preset, num_classes=2, class_names=["a", "b"])
+    backbone = os.path.join(str(tmp_path), "backbone")
+    model.backbone.save_to_preset(backbone)
+    fresh = kzoo.BertClassifier.from_preset(backbone, class_names=["x", "y"])
+    assert (fresh.num_classes, fresh.class_names, fresh.output.shape[-1]) == (2, ["x", "y"], 2)
+
+
+@pytest.mark.parametrize(
+    "arguments,error,message",
+    [
+        (dict(num_classes=4, class_names=NAMES), ValueError,
+         r"class_names must be 4 distinct strings, the name of each label id in order \(3 names for num_classes=4\)"),
+        (dict(class_names=["a", "b", "a"]), ValueError, r"class_names must be 3 distinct strings.*repeated: \['a'\]"),
+        (dict(class_names=["a", 1]), ValueError, r"class_names must be 2 distinct strings.*not strings: \[1\]"),
+        (dict(class_names="ab"), ValueError, "a single string"),
+        (dict(class_names=[]), ValueError, "no names"),
+        (dict(), TypeError, r"BertClassifier needs 'num_classes' .*or class_names=\[...\]"),
+    ],
+)
+def test_bad_class_names(arguments, error, message):
+    with pytest.raises(error, match=message):
+        kzoo.BertClassifier(tiny_backbone(), **arguments)
+
+
+def test_labels_as_names_train_exactly_as_ids():
+    """One step on names gives the same weights as one step on their ids (no dropout, same start)."""
+    x, y = topic_sentences(16, seed=0)
+    by_id, by_name = named_classifier(), named_classifier()
+    by_name.set_weights(by_id.get_weights())
+    initial = weights(by_id)
+    for model, labels in ((by_id, y), (by_name, [NAMES[i] for i in y])):
+        model.compile(optimizer=keras.optimizers.SGD(0.5))
+        model.fit(x, labels, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    assert not all(np.allclose(a, b) for a, b in zip(weights(by_id), initial))  # the step did something
+    for a, b in zip(weights(by_id), weights(by_name)):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
+    assert by_name.evaluate(x, np.array([NAMES[i] for i in y]), verbose=0) == pytest.approx(
+        by_id.evaluate(x, y, verbose=0), abs=1e-6
+    )
+    # A dataset of names trains too (mapped inside tf.data).
+    dataset = tf.data.Dataset.from_tensor_slices((x, [NAMES[i] for i in y])).batch(8)
+    assert np.isfinite(by_name.fit(dataset, verbose=0).history["loss"][0])
+
+
+def test_unknown_class_name_fails_before_training_and_lists_the_names():
+    model = named_classifier()
+    model.compile()
+    before = weights(model)
+    expected = (r"BertClassifier got labels that are none of its class_names: \['jazz'\]. Its class_names "
+                r"are \['music', 'sport', 'food'\] \(label ids 0 to 2, in that order\)")
+    with pytest.raises(ValueError, match=expected):
+        model.fit(["a song", "a goal", "some bread"], ["music", "jazz", "food"], verbose=0)
+    with pytest.raises(ValueError, match=expected):
+        model.evaluate(["a song"], np.array(["jazz"]), verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, weights(model)))
+    dataset = tf.data.Dataset.from_tensor_slices((["a song", "a goal"], ["music", "jazz"])).batch(2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="none of its class_names, which are"):
+        model.fit(dataset, verbose=0)
+    with pytest.raises(ValueError, match=r"labels as strings \(\['a', 'b'\]\), but it has no class_names"):
+        small_classifier(num_classes=2).fit(["a song", "a goal"], ["a", "b"], verbose=0)
+
+
+def test_predict_labels_gives_names_or_ids():
+    model = named_classifier()
+    x, _ = topic_sentences(8, seed=3)
+    expected = np.argmax(keras.ops.convert_to_numpy(model.predict(x, verbose=0)), axis=-1)
+    assert model.predict_labels(x, verbose=0) == [NAMES[i] for i in expected]
+    unnamed = small_classifier(num_classes=3)
+    ids = unnamed.predict_labels(x, verbose=0)
+    assert ids == np.argmax(keras.ops.convert_to_numpy(unnamed.predict(x, verbose=0)), axis=-1).tolist()
+    assert all(type(i) is int for i in ids)
+    with pytest.raises(ValueError, match="is a regression"):
+        small_classifier(num_classes=1).predict_labels(x, verbose=0)

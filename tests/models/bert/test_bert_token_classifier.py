@@ -238,11 +238,49 @@ def test_config_round_trip():
         (dict(num_classes=3.0), "num_classes must be an int >= 2"),
         (dict(num_classes=3, tags=["O", "B-PER"]), "tags must be 3 distinct strings"),
         (dict(num_classes=2, tags=["O", "O"]), "tags must be 2 distinct strings"),
+        (dict(tags=["O"]), "num_classes must be an int >= 2"),
+        (dict(tags=["O", 1]), r"tags must be 2 distinct strings.*not strings: \[1\]"),
     ],
 )
 def test_argument_errors(untrained, arguments, message):
     with pytest.raises(ValueError, match=message):
         BertTokenClassifier(untrained.backbone, **arguments)
+
+
+# === Tags as labels, in and out (issue 18, part 5) ===
+
+
+def test_tags_give_num_classes_and_one_of_them_is_needed(untrained):
+    assert BertTokenClassifier(untrained.backbone, tags=TAGS).num_classes == len(TAGS)
+    with pytest.raises(TypeError, match=r"BertTokenClassifier needs 'num_classes' .*or tags=\[...\]"):
+        BertTokenClassifier(untrained.backbone)
+
+
+def test_word_labels_as_tags_are_their_ids_and_unknown_tags_fail_before_training(fine_tuned):
+    words, tags = TEST_WORDS[:32], TEST_TAGS[:32]
+    expected = fine_tuned.evaluate(words, label_ids(tags), verbose=0)
+    assert fine_tuned.evaluate(words, tags, verbose=0) == pytest.approx(expected, abs=1e-6)
+    assert fine_tuned.evaluate(words, tf.ragged.constant(tags), verbose=0) == pytest.approx(expected, abs=1e-6)
+    before = [to_numpy(v).copy() for v in fine_tuned.variables]
+    with pytest.raises(ValueError, match=r"none of its tags: \['B-MISC'\]. Its tags are \['O', 'B-PER'"):
+        fine_tuned.fit([["mr", "jomo"]], [["O", "B-MISC"]], verbose=0)
+    assert all(np.array_equal(to_numpy(v), b) for v, b in zip(fine_tuned.variables, before))
+
+
+def test_predict_labels_is_predict_words(fine_tuned, untrained):
+    words = TEST_WORDS[:8]
+    labels = fine_tuned.predict_labels(words, verbose=0)
+    assert labels == fine_tuned.predict_words(words, verbose=0) and all(t in TAGS for s in labels for t in s)
+    assert untrained.predict_labels(words, verbose=0) == untrained.predict_words(words, verbose=0)
+
+
+def test_tags_are_saved_and_renamed_by_from_preset(fine_tuned, tmp_path):
+    fine_tuned.save_to_preset(tmp_path)
+    assert BertTokenClassifier.from_preset(tmp_path).tags == TAGS
+    renamed = [tag.replace("PER", "PERSON") for tag in TAGS]
+    assert BertTokenClassifier.from_preset(tmp_path, tags=renamed).tags == renamed
+    with pytest.raises(ValueError, match=r"tags must be 7 distinct strings.*\(2 names for num_classes=7\)"):
+        BertTokenClassifier.from_preset(tmp_path, tags=["O", "B-X"])
 
 
 def test_entity_scores_need_tags_and_raw_text_needs_a_preprocessor(untrained):
