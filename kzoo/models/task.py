@@ -103,6 +103,36 @@ class Task(keras.Model):
     def _label_meaning(self):
         return f"num_classes={getattr(self, 'num_classes', '?')}"
 
+    def unused_variables(self):
+        """The variables no loss of this task reaches (e.g. BERT's pooler
+        under a head on the token states), which this model lists as
+        non-trainable: the same on every backend (TensorFlow and torch would
+        warn "Gradients do not exist", JAX would apply weight decay to their
+        zero gradients). The layers' own `trainable` flags are unchanged.
+        Defaults to none."""
+        return []
+
+    def _unused_ids(self):
+        return {id(v) for v in self.unused_variables()} if self.trainable else set()
+
+    @property
+    def trainable_weights(self):
+        return [v for v in super().trainable_weights if id(v) not in self._unused_ids()]
+
+    @property
+    def trainable_variables(self):
+        return self.trainable_weights
+
+    @property
+    def non_trainable_weights(self):
+        unused = self._unused_ids()
+        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
+
+    @property
+    def non_trainable_variables(self):
+        unused = self._unused_ids()
+        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
+
     # === Preprocessor ===
 
     @classmethod

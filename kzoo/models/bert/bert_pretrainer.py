@@ -287,33 +287,11 @@ class BertPretrainer(Task):
 
     # === Variables no loss reaches ===
 
-    def _unused_variable_ids(self):
-        """Without NSP the pooler gets no gradient. Listing its variables as
-        non-trainable here keeps every backend alike: TensorFlow and torch would
-        warn "Gradients do not exist", and JAX (zero gradients) would apply
-        weight decay to them. The backbone itself is not changed."""
+    def unused_variables(self):
+        """Without NSP no loss reaches the pooler (`kzoo.models.Task.unused_variables`)."""
         if self.with_next_sentence_prediction or not hasattr(self, "backbone"):
-            return set()
-        return {id(v) for v in self.backbone.pooled_dense.weights}
-
-    @property
-    def trainable_weights(self):
-        unused = self._unused_variable_ids()
-        return [v for v in super().trainable_weights if id(v) not in unused]
-
-    @property
-    def non_trainable_weights(self):
-        unused = self._unused_variable_ids() if self.trainable else set()
-        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
-
-    @property
-    def trainable_variables(self):
-        return self.trainable_weights
-
-    @property
-    def non_trainable_variables(self):
-        unused = self._unused_variable_ids() if self.trainable else set()
-        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
+            return []
+        return self.backbone.pooled_dense.weights
 
     # === Compilation ===
 

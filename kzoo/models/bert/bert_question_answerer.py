@@ -116,6 +116,10 @@ class BertQuestionAnswerer(Task):
 
     # === Training ===
 
+    def unused_variables(self):
+        """No loss reaches the pooler (`kzoo.models.Task.unused_variables`)."""
+        return self.backbone.pooled_dense.weights if hasattr(self, "backbone") else []
+
     def default_loss(self):
         return {name: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for name in LABEL_OF_OUTPUT}
 

@@ -154,6 +154,10 @@ class BertTokenClassifier(Task):
         self.classifier_dropout = head_dropout
         self.logits = head
 
+    def unused_variables(self):
+        """No loss reaches the pooler (`kzoo.models.Task.unused_variables`)."""
+        return self.backbone.pooled_dense.weights if hasattr(self, "backbone") else []
+
     def label_bounds(self, packed):
         # Word labels are ids; packed token labels also hold -1 (ignored).
         return (IGNORED_LABEL if packed else 0, self.num_classes)
