@@ -10,6 +10,7 @@ and `save_to_preset(path, format="huggingface")` writes one:
 | `"huggingface"` | `config.json` (`model_type: bert`), `model.safetensors` or   | `kzoo.checkpoints.huggingface`  |
 |                 | `pytorch_model.bin`, `vocab.txt` and/or `tokenizer.json`     |                                 |
 | `"keras_hub"`   | KerasHub's `config.json` + `model.weights.h5` + tokenizer    | `kzoo.checkpoints.keras_hub`    |
+|                 | (or a `kaggle://` handle, fetched with kagglehub)            | (`kzoo.checkpoints.kaggle`)     |
 
 Each reader opens its format as a `kzoo.checkpoints.source.CheckpointSource`
 (a config, a tokenizer config, and named arrays);

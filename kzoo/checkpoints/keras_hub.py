@@ -6,6 +6,9 @@ the classes, config fields and variable names are KerasHub's; its
 `config.json` names `keras_hub>BertBackbone`. KerasHub's own loader reads the
 weights (its `.weights.h5` paths follow its class structure), and
 the table in `kzoo.checkpoints.bert_weights` maps its variable paths to kzoo's.
+`kaggle://` handles (KerasHub's presets on Kaggle Models) are fetched with
+kagglehub into its cache and read as the directory they are
+(`kzoo.checkpoints.kaggle`).
 
 Faithful to KerasHub: its encoder uses the tanh-approximate GELU (kzoo's
 `"gelu_approximate"`) with LayerNorm epsilon 1e-12, and its uncased tokenizer
@@ -19,6 +22,7 @@ import os
 
 import keras
 
+from kzoo.checkpoints import kaggle
 from kzoo.checkpoints.source import CheckpointSource, main_json, read_json
 
 SUPPORTED_BACKBONES = ("keras_hub>BertBackbone",)
@@ -27,8 +31,8 @@ VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
 
 def detect(path):
-    """Whether `path` is a KerasHub preset directory: its `config.json` (or
-    `tokenizer.json`) names a `keras_hub` class.
+    """Whether `path` is a KerasHub preset: a `kaggle://` handle, or a
+    directory whose `config.json` (or `tokenizer.json`) names a `keras_hub` class.
 
     Args:
         path: str or os.PathLike. What `from_preset` was given.
@@ -39,18 +43,22 @@ def detect(path):
     Example:
 
     >>> import tempfile
-    >>> detect(tempfile.mkdtemp())
-    False
+    >>> detect(tempfile.mkdtemp()), detect("kaggle://keras/bert/keras/bert_tiny_en_uncased/2")
+    (False, True)
     """
+    if kaggle.is_handle(path):
+        return True
     config = main_json(path) or {}
     return str(config.get("registered_name") or config.get("module") or "").startswith("keras_hub")
 
 
 def open_keras_hub(path):
-    """Opens a KerasHub BERT preset directory.
+    """Opens a KerasHub BERT preset directory or `kaggle://` handle (fetched
+    first, or found in kagglehub's cache: see `kzoo.checkpoints.kaggle`).
 
     Args:
-        path: str or os.PathLike. The preset directory.
+        path: str or os.PathLike. The preset directory, or
+            `kaggle://owner/model/framework/variation[/version]`.
 
     Returns:
         A `CheckpointSource` of format "keras_hub".
@@ -65,13 +73,19 @@ def open_keras_hub(path):
     >>> source.backbone_config["activation"], source.shapes["transformer_layer_0/self_attention_layer/query/kernel"]
     ('gelu_approximate', (8, 2, 4))
     """
-    directory = os.path.expanduser(os.fspath(path))
+    directory = kaggle.download(path) if kaggle.is_handle(path) else os.path.expanduser(os.fspath(path))
+    if kaggle.is_handle(path) and not detect(directory):
+        raise ValueError(
+            f"{path!r} (downloaded to {directory!r}) is not a KerasHub preset: no config.json or "
+            "tokenizer.json naming a keras_hub class. kzoo reads KerasHub's BERT presets, e.g. "
+            f"{kaggle.EXAMPLE}."
+        )
     config_path = os.path.join(directory, "config.json")
     config = read_json(config_path) if os.path.isfile(config_path) else None
     arrays = {} if config is None else _weights(directory, config, config_path)
     return CheckpointSource(
         format="keras_hub",
-        location=directory,
+        location=path if kaggle.is_handle(path) else directory,
         backbone_config=None if config is None else backbone_config(config["config"]),
         tokenizer_config=tokenizer_config(directory),
         shapes={name: tuple(array.shape) for name, array in arrays.items()},

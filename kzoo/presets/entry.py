@@ -34,7 +34,8 @@ def load(cls, preset, /, load_weights=True, **kwargs):
       or the saved backbone with a fresh head.
     - A checkpoint in another registered format (a Hugging Face directory or
       `hf://owner/name`, a google-research directory or .zip, a KerasHub
-      preset directory; see `kzoo.checkpoints`) is converted on the fly.
+      preset directory or `kaggle://` handle; see `kzoo.checkpoints`) is
+      converted on the fly.
 
     A name is looked up first: write `./bert_tiny` for a directory of that
     name.

@@ -243,18 +243,44 @@ def _unavailable(name, preset, reason, local_only=False):
     """The error for Hugging Face weights that are neither cached nor downloadable."""
     repository = preset["weights"]["repository"]
     cache = hub_cache()
-    folder = os.path.join(cache, "models--" + repository.replace("/", "--"))
-    cls = preset["class_name"]
+    command = f"import kzoo; kzoo.{preset['class_name']}.from_preset('{name}')"
+    ways_out = [
+        f"on a machine with a network, run `python -c \"{command}\"` (the files kzoo reads) or `hf download "
+        f"{repository}` (the whole repository; `huggingface-cli download` before huggingface_hub 1.0), then "
+        f"copy its models--{repository.replace('/', '--')} folder into {cache} here (or point HF_HUB_CACHE / "
+        "HF_HOME at a copy)",
+        "or download the repository's files into a directory and pass that directory to from_preset",
+    ]
+    if not local_only:
+        ways_out.append(f"or from_preset({name!r}, load_weights=False): the architecture with random weights")
+    return unavailable_error(f"Preset {name!r} loads its released weights from the Hugging Face Hub repository "
+                             f"{repository}", f"the Hugging Face cache ({cache})", reason, ways_out)
+
+
+def unavailable_error(subject, cache, reason, ways_out):
+    """The `ValueError` for files neither (completely) cached nor
+    downloadable, worded alike for every source (names' Hugging Face
+    weights here, `kaggle://` handles in `kzoo.checkpoints.kaggle`).
+
+    Args:
+        subject: str. What the files are and where they come from.
+        cache: str. The cache looked in, with its directory.
+        reason: str. Why they cannot be downloaded.
+        ways_out: list of str. What the user can do, one a line.
+
+    Returns:
+        A `ValueError` (to raise).
+
+    Example:
+
+    >>> print(unavailable_error("x", "the cache (/c)", "offline", ["copy it", "or pass a directory"]))
+    x, which is not (completely) in the cache (/c) and cannot be downloaded: offline. Ways out:
+      - copy it;
+      - or pass a directory.
+    """
     return ValueError(
-        f"Preset {name!r} loads its released weights from the Hugging Face Hub repository "
-        f"{repository}, which is not (completely) in the Hugging Face cache ({cache}) and cannot be downloaded: "
-        f"{reason}. Ways out:\n"
-        f"  - on a machine with a network, run `python -c \"import kzoo; kzoo.{cls}.from_preset('{name}')\"` "
-        f"(the files kzoo reads) or `hf download {repository}` (the whole repository; `huggingface-cli "
-        f"download` before huggingface_hub 1.0), then copy its {os.path.basename(folder)} folder into "
-        f"{cache} here (or point HF_HUB_CACHE / HF_HOME at a copy);\n"
-        f"  - or download the repository's files into a directory and pass that directory to from_preset"
-        + ("." if local_only else f";\n  - or from_preset({name!r}, load_weights=False): the architecture with random weights.")
+        f"{subject}, which is not (completely) in {cache} and cannot be downloaded: {reason}. Ways out:\n"
+        + ";\n".join(f"  - {way}" for way in ways_out) + "."
     )
 
 
