@@ -141,7 +141,9 @@ def test_nsp_needs_two_documents():
     corpus = TokenizedCorpus(np.arange(10, dtype=np.int32), np.array([0, 5, 10]), np.array([0, 2]))
     with pytest.raises(ValueError, match="at least two documents.*next_sentence_prediction=False"):
         sentence_pairs(corpus, 32, progress=False)
-    assert len(sentence_pairs(corpus, 32, next_sentence_prediction=False, progress=False).segment_a) == 1
+    # No shorter target length (10% by default): the document is one segment.
+    single = sentence_pairs(corpus, 32, next_sentence_prediction=False, short_sequence_probability=0.0, progress=False)
+    assert len(single.segment_a) == 1
 
 
 def test_too_short_sequence_length_is_refused(corpus):

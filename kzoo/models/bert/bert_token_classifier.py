@@ -98,8 +98,8 @@ class BertTokenClassifier(Task):
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
         num_classes: int. K, the number of labels (9 for CoNLL-2003's BIO tags).
             Defaults to `None`: `len(tags)`.
-        preprocessor: `BertTokenClassifierPreprocessor`, another BERT
-            preprocessor (converted), `kzoo.BertTokenizer` or None. With one,
+        preprocessor: `kzoo.BertTokenClassifierPreprocessor` or None. Another
+            BERT preprocessor or a `kzoo.BertTokenizer` is converted. With one,
             `fit`/`evaluate`/`predict` take sentences as words: lists of lists
             of str, a ragged string tensor, or white-space separated strings;
             labels are lists of label ids (or tags), one per word. Defaults to `None`.

@@ -167,7 +167,9 @@ def test_span_logits_are_one_dense_layer_on_the_final_hidden_states():
     model = small_model()
     head = model.get_layer("span_logits")
     assert tuple(head.kernel.shape) == (8, 2)  # S and E, the only new parameters
-    assert len(model.trainable_weights) == len(model.backbone.trainable_weights) + 2
+    # The backbone's weights but its pooler (no loss reaches it), and S and E.
+    assert len(model.trainable_weights) == len(model.backbone.trainable_weights) - 2 + 2
+    assert not {id(v) for v in model.backbone.pooled_dense.weights} & {id(v) for v in model.trainable_weights}
     x = packed(model, SMALL_X)
     outputs = model(x)
     assert set(outputs) == {"start_logits", "end_logits"}
