@@ -16,13 +16,15 @@
    baselines, and saves the model as a kzoo preset directory that
    `kzoo.BertBackbone.from_preset(path)` and the task models load.
 
-Runs in about 5 minutes on 2 CPU cores with the defaults, leaving room for
-bert_finetuning.py within 10 minutes.
+Runs in about 5 minutes on 2 CPU cores with the defaults (15 minutes on a
+loaded machine: README). `python examples/bert_finetuning.py --preset
+pretrained/bert_python_docs` then fine-tunes the saved model (the main job,
+bert_finetuning.py, fine-tunes a released pre-trained BERT by default).
 
 `--smoke` runs every step above (both phases, evaluation, saving, reloading)
 on 40 documents with a tiny model for 20 steps, in about a minute, and saves
 under the system temp dir (see example_runs.py), where
-`bert_finetuning.py --smoke` finds it.
+`bert_finetuning.py --smoke --preset <that directory>` finds it.
 
 With `--distributed`, trains on every device and host with
 `kzoo.distribution.setup()` (keras.distribution on JAX, tf.distribute on

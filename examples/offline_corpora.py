@@ -7,6 +7,11 @@ classes and functions. Each topic and each module is one document, its
 paragraphs split into sentences: a document-level corpus for BERT's next
 sentence prediction (BERT sec. 3.1).
 
+`library_area_sentences()` labels the standard library's docstring
+sentences with the area of the library their module belongs to, and
+`library_area_task()` cuts them into a balanced training and held-out set: a
+real-text classification task for fine-tuning (BERT sec. 4.1).
+
 `message_catalog_pairs()` collects English→German (or another language's)
 message pairs from the gettext catalogues (.mo files) that Debian installs
 with its programs' translations: a small parallel corpus for the
@@ -19,6 +24,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import random
 import re
 import struct
 import sys
@@ -187,6 +193,39 @@ def library_area_sentences(areas=None):
         for sentence, places in found.items()
         if len({area for area, _ in places}) == 1
     ]
+
+
+def library_area_task(train_per_area, test_per_area, test_fraction=0.2, seed=0, areas=None):
+    """`library_area_sentences()` as a classification task: a seeded shuffle,
+    an 80/20 cut by sentence, then at most `train_per_area` training and
+    `test_per_area` test sentences of each area, shuffled.
+
+    Args:
+        train_per_area: int. The most training sentences kept per area.
+        test_per_area: int. The most held-out sentences kept per area.
+        test_fraction: float. The fraction of all sentences held out before
+            the caps. Defaults to `0.2`.
+        seed: int. Seeds the shuffles and the sampling. Defaults to `0`.
+        areas: `{area: top-level module names}` or `None`. Defaults to `None`:
+            `LIBRARY_AREAS`.
+
+    Returns:
+        `(area_names, (train_texts, train_labels), (test_texts, test_labels))`:
+        the sorted area names, then lists of sentences and of label indices
+        into `area_names`.
+    """
+    rng = random.Random(seed)
+    pairs = [(sentence, area) for sentence, area, _ in library_area_sentences(areas)]
+    random.Random(seed).shuffle(pairs)
+    cut = int(len(pairs) * (1 - test_fraction))
+    names = sorted({area for _, area in pairs})
+    parts = []
+    for part, per_area in ((pairs[:cut], train_per_area), (pairs[cut:], test_per_area)):
+        by_area = {name: [s for s, area in part if area == name] for name in names}
+        kept = [(s, names.index(a)) for a in names for s in rng.sample(by_area[a], min(per_area, len(by_area[a])))]
+        rng.shuffle(kept)
+        parts.append(([s for s, _ in kept], [label for _, label in kept]))
+    return names, parts[0], parts[1]
 
 
 # === Parallel text: the gettext message catalogues of installed programs ===

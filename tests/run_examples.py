@@ -6,9 +6,9 @@ Usage: python tests/run_examples.py [--backends tensorflow,jax,torch] [--scripts
 Each `examples/<script>.py --smoke` runs every code path of the script's full
 run with tiny sizes (see examples/example_runs.py) in its own process, with
 `KERAS_BACKEND` set and nothing else changed (no log-level or thread
-variables: what a user gets), one after the other, backend by backend:
-bert_finetuning.py loads what bert_pretraining.py saved just before on the
-same backend. The runs write into a fresh temporary directory (`TMPDIR`),
+variables: what a user gets), one after the other, backend by backend
+(bert_finetuning.py fine-tunes the built-in all_minilm_l6_v2 preset, which
+needs the `minilm` extra). The runs write into a fresh temporary directory (`TMPDIR`),
 removed at the end. offline_corpora.py touches no Keras backend and runs once.
 
 Prints one line per run with its wall and CPU time and, when its output holds lines a user
@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("tensorflow", "jax", "torch")
-# In the order a user runs them: fine-tuning loads the pre-trained preset.
+# In the order the README presents them.
 SCRIPTS = ("bert_backbone_demo.py", "bert_pretraining.py", "bert_finetuning.py", "transformer_translation.py")
 BACKEND_INDEPENDENT = ("offline_corpora.py",)
 TIMEOUT_SECONDS = 600
