@@ -73,6 +73,7 @@ from kzoo.models.transformer import (
     transformer_optimizer,
 )
 from kzoo.presets import list_presets
+from kzoo import visualize  # noqa: E402  (matplotlib is imported when a picture is drawn)
 from kzoo.version import __version__
 
 __all__ = [
@@ -111,4 +112,5 @@ __all__ = [
     "pretraining_phases",
     "squad_metrics",
     "transformer_optimizer",
+    "visualize",
 ]

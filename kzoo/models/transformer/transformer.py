@@ -22,7 +22,7 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
-from kzoo.models.transformer import transformer_generation
+from kzoo.models.transformer import transformer_attention, transformer_generation
 from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
@@ -338,6 +338,7 @@ class Transformer(Backbone):
     initial_cache = transformer_generation.initial_cache
     next_token_logits = transformer_generation.next_token_logits
     generate = transformer_generation.generate
+    attention_maps = transformer_attention.attention_maps  # Figures 3-5
 
     # === Training recipe (sec. 5.3, 5.4) ===
 
