@@ -21,6 +21,7 @@ import tensorflow_text as tf_text
 
 from kzoo import presets
 from kzoo.tokenizers.inputs import read_vocabulary, to_string_tensor
+from kzoo.tokenizers.special_tokens import tokenize_with_special_tokens
 from kzoo.tokenizers.word_splitting import normalize, split_normalized_with_offsets
 
 MAX_INPUT_CHARS_PER_WORD = 100
@@ -51,6 +52,11 @@ class WordPieceTokenizer:
             to `"##"`.
         max_input_chars_per_word: int. Longer words become the unknown
             token. Defaults to `100`.
+        special_tokens_in_strings: bool. Read special tokens written in the
+            text (the unknown, padding and subclass tokens, e.g. `[MASK]`)
+            as those tokens, as Hugging Face's tokenizers do by default
+            (`kzoo.tokenizers.special_tokens`). Defaults to `False`: text is
+            data, and `[MASK]` in it is the pieces `[`, `mask`, `]`.
 
     Call the tokenizer as `tokenize` (below) on a str or a batch of them.
 
@@ -77,6 +83,7 @@ class WordPieceTokenizer:
         unknown_token="[UNK]",
         suffix_indicator="##",
         max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        special_tokens_in_strings=False,
         **kwargs,
     ):
         kwargs.pop("name", None)
@@ -90,6 +97,7 @@ class WordPieceTokenizer:
         self.unknown_token = unknown_token
         self.suffix_indicator = suffix_indicator
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.special_tokens_in_strings = bool(special_tokens_in_strings)
 
         index = {}
         for i, token in enumerate(self.vocabulary):
@@ -105,6 +113,7 @@ class WordPieceTokenizer:
             setattr(self, attribute, index[token])
         self._index = index
         self._padding_id = index[self.padding_token]
+        self._special_ids = {t: index[t] for t in (*self.special_tokens.values(), unknown_token, self.padding_token)}
 
         # Duplicate tokens (allowed in a vocabulary file, where the first wins)
         # are made unique for the compiled model; they can never be produced.
@@ -232,7 +241,11 @@ class WordPieceTokenizer:
         [[2, 2, 0], [2, 0, 0]]
         """
         strings, scalar = self._prepare(inputs)
-        ids = self._token_ids(tf.reshape(strings, [-1]))
+        batch = tf.reshape(strings, [-1])
+        if self.special_tokens_in_strings:
+            ids = tokenize_with_special_tokens(batch, self._special_ids, self._token_ids)
+        else:
+            ids = self._token_ids(batch)
         ids = ids[0] if scalar else ids
         if sequence_length is not None:
             if isinstance(ids, tf.RaggedTensor):
@@ -267,7 +280,10 @@ class WordPieceTokenizer:
         """
         strings, scalar = self._prepare(inputs)
         batch = tf.reshape(strings, [-1])
-        ids, starts, ends = self._tokenize(batch)
+        if self.special_tokens_in_strings:
+            ids, starts, ends = tokenize_with_special_tokens(batch, self._special_ids, self._tokenize, True)
+        else:
+            ids, starts, ends = self._tokenize(batch)
         if scalar:
             return ids[0], starts[0], ends[0]
         return ids, starts, ends
@@ -362,6 +378,7 @@ class WordPieceTokenizer:
             "unknown_token": self.unknown_token,
             "suffix_indicator": self.suffix_indicator,
             "max_input_chars_per_word": self.max_input_chars_per_word,
+            "special_tokens_in_strings": self.special_tokens_in_strings,
         }
 
     @classmethod

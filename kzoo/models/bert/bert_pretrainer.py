@@ -28,6 +28,7 @@ import keras
 from keras import ops
 
 from kzoo.distribution import replica_loss
+from kzoo.models.bert import bert_fill_mask
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
@@ -177,6 +178,8 @@ class BertPretrainer(Task):
         if self.with_next_sentence_prediction:
             outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])  # (B, 2)
         return outputs
+
+    fill_mask = bert_fill_mask.fill_mask  # raw text with [MASK] in, top-k tokens out
 
     # === Data checks ===
 

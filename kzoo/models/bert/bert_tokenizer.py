@@ -38,6 +38,11 @@ class BertTokenizer(WordPieceTokenizer):
             to `"##"`.
         max_input_chars_per_word: int. Longer words become the unknown
             token. Defaults to `100`.
+        special_tokens_in_strings: bool. Read `[CLS]`, `[SEP]`, `[MASK]`,
+            `[PAD]` and `[UNK]` written in the text as those tokens (KerasHub's
+            argument), matching Hugging Face's default tokenization exactly:
+            what `BertMaskedLM.fill_mask` uses. Defaults to `False`: text is
+            data, and a literal `[MASK]` becomes `[`, `mask`, `]`.
 
     Call `tokenizer(inputs)` (or `tokenize`) on a str, list of str, numpy
     array or tf.string tensor: int32 ids, a `tf.RaggedTensor` `(batch, None)`
@@ -57,6 +62,8 @@ class BertTokenizer(WordPieceTokenizer):
     [b'unbelievable !']
     >>> tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
     (2, 3, 4)
+    >>> BertTokenizer(vocab, special_tokens_in_strings=True)("the [MASK] is open").numpy().tolist()
+    [5, 4, 7, 8]
     """
 
     special_tokens = {
