@@ -50,17 +50,20 @@ def interactive():
     return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
 
 
-def fit_progress(distributed=None):
+def fit_progress(distributed=None, curves=None):
     """`fit` keyword arguments for progress: Keras' bar on a terminal, else a
     line every `LOG_EVERY_SECONDS` and one per epoch. A distributed engine with
-    its own training loop (torch DDP) takes `verbose` only and logs each epoch."""
+    its own training loop (torch DDP) takes `verbose` only and logs each epoch.
+    `curves`, a `kzoo.visualize.TrainingCurves`, is added to the callbacks (it
+    keeps its picture up to date during `fit`)."""
     from kzoo.distribution import Distributed  # noqa: PLC0415 (the examples import kzoo anyway)
 
     if distributed is not None and type(distributed).fit is not Distributed.fit:
         return {"verbose": 1}
+    extra = [] if curves is None else [curves]
     if interactive():
-        return {"verbose": 1}
-    return {"verbose": 0, "callbacks": [ProgressLines()]}
+        return {"verbose": 1, "callbacks": extra}
+    return {"verbose": 0, "callbacks": [ProgressLines(), *extra]}
 
 
 class Progress:

@@ -21,7 +21,10 @@ about 42,000 pairs, 250,000 words a side). The paper's recipe, scaled down:
 It reports the held-out split's per-token perplexity (Table 3's PPL) and
 corpus BLEU (sacreBLEU, 13a) next to a copy-the-source baseline (messages
 share names, options and placeholders with their translations, so copying
-scores above zero), translates a few held-out messages and saves the model.
+scores above zero), translates a few held-out messages, draws the training
+curves (with the learning-rate schedule of sec. 5.3) and the attention of
+one translation in the style of the paper's Figures 3-5 (`training_curves.png`
+and `attention.png` in the output directory) and saves the model.
 
 Run (KERAS_BACKEND picks TensorFlow, JAX or PyTorch):
 
@@ -143,8 +146,10 @@ def main():
     model.compile(optimizer=transformer_optimizer(args.hidden_dim, warmup_steps=args.warmup_steps))
     print(f"Transformer: {model.count_params():,} parameters", flush=True)
     epochs = 4
+    os.makedirs(args.output, exist_ok=True)
+    curves = kzoo.visualize.TrainingCurves(os.path.join(args.output, "training_curves.png"))
     model.fit(train.repeat(), steps_per_epoch=args.steps // epochs, epochs=epochs, validation_data=held_out,
-              **fit_progress())
+              **fit_progress(curves=curves))
     metrics = model.evaluate(held_out, return_dict=True, verbose=0)
     print(f"held-out per-token perplexity {metrics['perplexity']:.2f}, "
           f"accuracy {metrics['masked_accuracy']:.3f} (training time {time.time() - started:.0f} s)")
@@ -161,7 +166,10 @@ def main():
         print(f"\n  source:      {sources_for_bleu[i]}\n  reference:   {references[i]}\n"
               f"  Transformer: {hypotheses[i]}")
 
-    os.makedirs(args.output, exist_ok=True)
+    # Figures 3-5 of the paper for one held-out message: encoder self-attention, encoder-decoder attention.
+    picture = os.path.join(args.output, "attention.png")
+    kzoo.visualize.plot_translation_attention(model, preprocessor, held_sources[0], path=picture)
+    print(f"\npictures: {picture}, {curves.path}")
     path = os.path.join(args.output, "transformer_translation.keras")
     model.save(path)
     preprocessor.save_to_preset(os.path.join(args.output, "preprocessor"))

@@ -30,6 +30,9 @@ def save_figure(figure, path, dpi=120):
     os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(suffix=suffix, dir=folder, prefix=".kzoo-figure-")
     os.close(handle)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # as open() would create it (mkstemp makes it private)
     try:
         figure.savefig(temporary, dpi=dpi, format=suffix[1:])
         os.replace(temporary, path)
