@@ -242,3 +242,43 @@ def compiled_for_inference(function):
     import tensorflow as tf  # noqa: PLC0415
 
     return tf.function(function, jit_compile=True, reduce_retracing=True)
+
+
+def assert_always(tensor, ok, template, values):
+    """`tensor` tied to an assertion that `ok` (a boolean tensor) holds,
+    failing with `template` formatted with `values` ("{}" each) as a
+    `tf.errors.InvalidArgumentError`; for graphs XLA does not compile (e.g.
+    `tf.data`). Ops run in parallel in a graph: whatever uses the returned copy
+    (a lookup, a weight update) waits for the check.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> assert_always(tf.constant(3), tf.constant(False), "got {}", [tf.constant(3)])
+    Traceback (most recent call last):
+    ...
+    tensorflow.python.framework.errors_impl.InvalidArgumentError: ...got 3...
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    check = tf.debugging.Assert(ok, [tf.strings.format(template, values)], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, tensor)
+
+
+def assert_in_graph(tensor, bounds, template):
+    """`tensor` checked inside a TensorFlow graph: `bounds(tensor)` gives
+    `(ok, values)` and `assert_always` ties the assertion. Under XLA, which
+    drops assertion ops, `tensor` as is (see `layer_supports_xla`).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> check = tf.function(lambda x: assert_in_graph(x, lambda t: (t < 5, [t]), "{} >= 5"))
+    >>> int(check(tf.constant(3)))
+    3
+    """
+    if in_xla_compilation():
+        return tensor
+    ok, values = bounds(tensor)
+    return assert_always(tensor, ok, template, values)
