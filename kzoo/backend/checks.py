@@ -9,15 +9,16 @@ checks its own way, in its module of `kzoo.backend`:
   ids so that nothing downstream (the lookup, the weight update) runs first;
   it fails the step with the message as a `tf.errors.InvalidArgumentError`.
 - TensorFlow under XLA: nothing can fail a step (XLA drops assertion ops and
-  clamps out-of-range indices), so kzoo's layers do not offer XLA on
-  TensorFlow to models kzoo does not drive (`supports_jit`, see
-  `kzoo.backend.tensorflow.layer_supports_xla`); kzoo's own models check
-  every batch before the step (`kzoo.models.batch_checks`).
+  clamps out-of-range indices). kzoo's own models check every batch before
+  the step (`kzoo.models.batch_checks`); a model kzoo does not drive, compiled
+  with XLA on TensorFlow, goes unchecked.
 - JAX (`jax.jit`): a host callback raises the message, failing the step at
   once (`kzoo.backend.jax.raise_in_step`). Keras donates the weights to its
   compiled steps, so a step that fails loses them: kzoo's own models check
   every batch before the step, so the callback only fires in models kzoo does
   not drive.
+- TensorFlow graph without XLA: Keras' optimizer step counter does not wait
+  for the data, so a refused `fit` step may have advanced it by one.
 - torch: eager; under `torch.compile` the values cannot be read.
 """
 
@@ -30,7 +31,7 @@ from kzoo.backend import is_concrete
 from kzoo.backend import jax as jax_backend
 from kzoo.backend import tensorflow as tensorflow_backend
 
-VOCABULARY_ADVICE = "Check that the tokenizer's vocabulary matches the model's `vocabulary_size`."
+VOCABULARY_ADVICE = "Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model."
 SEGMENT_ADVICE = (
     "Segment ids number the packed sentences from 0 (0 for the first, 1 for the second): "
     "check how the inputs were packed, or build the backbone with a larger `num_segments`."
@@ -69,7 +70,7 @@ def ids_message(limit, low, high):
     Example:
 
     >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
-    "token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the tokenizer's vocabulary matches the model's `vocabulary_size`."
+    "token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model."
     """
     return (
         f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
@@ -88,7 +89,7 @@ def length_message(limit, first, last):
     return (
         f"`{limit.what}` got positions {first} to {last}, but its position table holds only "
         f"max_sequence_length={limit.max_sequence_length} positions. Truncate the inputs "
-        "(the preprocessors' `sequence_length`) or build the model with a larger "
+        "(`sequence_length` of the preprocessors) or build the model with a larger "
         "`max_sequence_length`."
     )
 
@@ -120,7 +121,7 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
     >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
     Traceback (most recent call last):
     ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the tokenizer's vocabulary matches the model's `vocabulary_size`.
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.
     """
     limit = IdsLimit(vocabulary_size, what, advice)
     if is_concrete(ids):
@@ -173,7 +174,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     >>> check_positions_fit(0, 600, 512, "position_embedding")
     Traceback (most recent call last):
     ...
-    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (the preprocessors' `sequence_length`) or build the model with a larger `max_sequence_length`.
+    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (`sequence_length` of the preprocessors) or build the model with a larger `max_sequence_length`.
     """
     limit = LengthLimit(max_sequence_length, layer_name)
     end = start_index + sequence_length
@@ -205,7 +206,7 @@ def check_batch(inputs, limits):
     >>> check_batch({"token_ids": np.array([[1, 2], [1, 9]])}, {"token_ids": [IdsLimit(5, "token ids")]})
     Traceback (most recent call last):
     ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. Check that the tokenizer's vocabulary matches the model's `vocabulary_size`. The first is in example 1 of the inputs (counting from 0).
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model. The first is in example 1 of the inputs (counting from 0).
     """
     for name, value in inputs.items():
         values = np.asarray(value)

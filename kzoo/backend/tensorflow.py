@@ -9,8 +9,8 @@ on TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever
 Keras would allow it (no `tf.distribute` strategy, every layer
 `supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores Keras' own choice (XLA
 compile time outweighs its speed for many short fits of small models: the
-test suite sets it). Under XLA, TensorFlow (like JAX) cannot check id ranges
-inside the compiled step: the preprocessors and eager calls validate ids.
+test suite sets it). Under XLA, TensorFlow cannot check id ranges inside the
+compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`).
 
 Process set-up
 --------------
@@ -185,7 +185,7 @@ def in_xla_compilation():
     """True while tracing a function TensorFlow compiles with XLA
     (`tf.function(jit_compile=True)`, as Keras' steps with `jit_compile`): XLA
     drops assertion ops there, logging "Ignoring Assert operator" for each, so
-    checks that need one are left out (the preprocessors check ids instead).
+    checks that need one are left out (kzoo's models check ids before the step).
     Uses TensorFlow's private `control_flow_util.GraphOrParentsInXlaContext`.
 
     Example:
@@ -269,7 +269,7 @@ def assert_always(tensor, ok, template, values):
 def assert_in_graph(tensor, bounds, template):
     """`tensor` checked inside a TensorFlow graph: `bounds(tensor)` gives
     `(ok, values)` and `assert_always` ties the assertion. Under XLA, which
-    drops assertion ops, `tensor` as is (see `layer_supports_xla`).
+    drops assertion ops, `tensor` as is (see `kzoo.backend.checks`).
 
     Example:
 

@@ -22,7 +22,7 @@ MODES = {"tensorflow": ["xla", "graph"], "jax": ["xla"], "torch": ["eager"]}[BAC
 VOCABULARY_SIZE, LENGTH, BATCH = 20, 8, 4
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(VOCABULARY_SIZE - 5)]
 
-TOKEN_HIGH = r"`token_embedding` ids must lie in \[0, 20\) \(the embedding table has 20 rows\), but got values from \d+ to 20\. Check that the tokenizer's vocabulary"
+TOKEN_HIGH = r"`token_embedding` ids must lie in \[0, 20\) \(the embedding table has 20 rows\), but got values from \d+ to 20\. Check that the vocabulary of the tokenizer"
 TOKEN_NEGATIVE = r"`token_embedding` ids must lie in \[0, 20\) .*but got values from -1 to \d+\."
 SEGMENT = r"`segment_embedding` ids must lie in \[0, 2\) .*but got values from 0 to 2\. Segment ids number the packed sentences"
 TOO_LONG = r"`position_embedding` got positions 0 to 9, but its position table holds only max_sequence_length=8"
@@ -78,6 +78,10 @@ def state(model):
     return [np.array(keras.ops.convert_to_numpy(v.value)) for v in variables]
 
 
+def graph_mode(model):
+    return BACKEND == "tensorflow" and not model.jit_compile
+
+
 def restore(model, values):
     optimizer = getattr(model, "optimizer", None)
     variables = list(model.weights) + (list(optimizer.variables) if optimizer is not None and optimizer.built else [])
@@ -86,9 +90,17 @@ def restore(model, values):
 
 
 def assert_same_state(model, expected):
+    """Every weight and optimizer variable as `expected`, bit for bit. In a
+    TensorFlow graph without XLA, Keras' optimizer step counter does not wait
+    for the data: a refused step may have advanced it by one (README)."""
     found = state(model)
     assert len(found) == len(expected)
-    for before, after in zip(expected, found):
+    counter = len(model.weights) + model.optimizer.variables.index(model.optimizer.iterations) if (
+        graph_mode(model) and model.optimizer is not None and model.optimizer.built) else None
+    for index, (before, after) in enumerate(zip(expected, found)):
+        if index == counter:
+            assert 0 <= int(after) - int(before) <= 1
+            continue
         assert not np.isnan(after).any() if after.dtype.kind == "f" else True
         np.testing.assert_array_equal(after, before)
 
@@ -138,7 +150,7 @@ def assert_second_batch_refused(model, entry, good, bad, pattern):
     if entry == "evaluate":
         return assert_refused(model, entry, dataset(good, bad), None, pattern)
     before = state(model)
-    model.fit(dataset(good), verbose=0)
+    model.fit(dataset(good, bad).take(1), verbose=0)  # the same shapes: the same compiled step
     after_good = state(model)
     restore(model, before)
     assert_refused(model, entry, dataset(good, bad), None, pattern, before=after_good)
@@ -165,13 +177,19 @@ def user_model(mode):
 @pytest.mark.skipif(BACKEND == "jax", reason="see test_user_model_on_jax_fails_at_once")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case, entry", TASK_CASES)
-def test_user_model_around_the_backbone(mode, case, entry):
+def test_user_model_around_the_backbone(request, mode, case, entry):
+    if mode == "xla" and (case != "too_long" or entry == "fit"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "XLA on TensorFlow drops assertions and clamps out-of-range ids (a too-long input "
+            "retraced with an unknown length fails in XLA's words): not covered in models "
+            "kzoo does not drive")))
     keras.utils.set_random_seed(0)
     model = user_model(mode)
     model.fit(*good_bert_batch(), verbose=0)
     x, y = bad_bert_batch(case)
-    # A too-long input is refused while Keras traces the step (shapes are known then).
-    error = ValueError if case == "too_long" else USER_ERROR[BACKEND]
+    # A too-long input is refused while Keras traces the step if its shape is
+    # known then (not when `fit` retraces with an unknown length).
+    error = ValueError if case == "too_long" and entry != "fit" else USER_ERROR[BACKEND]
     assert_refused(model, entry, x, y, BERT_CASES[case], error=error)
 
 
