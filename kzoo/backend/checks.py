@@ -70,7 +70,7 @@ def ids_message(limit, low, high):
     Example:
 
     >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
-    "token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model."
+    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.'
     """
     return (
         f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
