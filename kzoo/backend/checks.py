@@ -1,52 +1,161 @@
-"""Input checks that read tensor values: token ids inside the vocabulary,
-positions inside the position table.
+"""Input checks that read tensor values: ids inside their embedding table,
+positions inside the position table; the same message on every backend, in
+eager calls and inside compiled steps.
 
-Reading values is possible in eager calls on every backend but not inside a
-traced or compiled function (`tf.function`, `jax.jit`, `torch.compile`):
-`kzoo.backend.is_concrete` tells which; inside a TensorFlow graph (not XLA)
-the position check becomes a graph assertion.
+Where the values cannot be read (a traced or compiled function), each engine
+checks its own way, in its module of `kzoo.backend`:
+
+- TensorFlow graph (`tf.function` without XLA): an assertion op, tied to the
+  ids so that nothing downstream (the lookup, the weight update) runs first;
+  it fails the step with the message as a `tf.errors.InvalidArgumentError`.
+- TensorFlow under XLA: nothing can fail a step (XLA drops assertion ops and
+  clamps out-of-range indices). kzoo's own models check every batch before
+  the step (`kzoo.models.batch_checks`); a model kzoo does not drive, compiled
+  with XLA on TensorFlow, goes unchecked.
+- JAX (`jax.jit`): a host callback raises the message, failing the step at
+  once (`kzoo.backend.jax.raise_in_step`). Keras donates the weights to its
+  compiled steps, so a step that fails loses them: kzoo's own models check
+  every batch before the step, so the callback only fires in models kzoo does
+  not drive.
+- TensorFlow graph without XLA: Keras' optimizer step counter does not wait
+  for the data, so a refused `fit` step may have advanced it by one.
+- torch: eager; under `torch.compile` the values cannot be read.
 """
 
+from typing import NamedTuple
+
 import keras
+import numpy as np
 
 from kzoo.backend import is_concrete
+from kzoo.backend import jax as jax_backend
 from kzoo.backend import tensorflow as tensorflow_backend
 
+VOCABULARY_ADVICE = "Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model."
+SEGMENT_ADVICE = (
+    "Segment ids number the packed sentences from 0 (0 for the first, 1 for the second): "
+    "check how the inputs were packed, or build the backbone with a larger `num_segments`."
+)
 
-def check_ids_in_range(ids, vocabulary_size, what):
-    """Raises the same `ValueError` on every backend for ids outside `[0, vocabulary_size)`.
 
-    Keras' `Embedding` raises on TensorFlow and torch for out-of-range ids but
-    silently returns NaN rows (and wraps `-1` to the last row) on JAX. This
-    check runs wherever the ids can be read (eager calls); inside compiled
-    training and prediction steps the preprocessors validate ids instead.
+class IdsLimit(NamedTuple):
+    """Ids of one input must lie in `[0, size)`: the rows of an embedding table.
+
+    Args:
+        size: int. The rows of the table.
+        what: str. The ids' name in the message (e.g. "`token_embedding` ids").
+        advice: str. What to do, the message's last sentence.
+    """
+
+    size: int
+    what: str
+    advice: str = VOCABULARY_ADVICE
+
+
+class LengthLimit(NamedTuple):
+    """One input's last axis must be at most `max_sequence_length` long.
+
+    Args:
+        max_sequence_length: int. The rows of the position table.
+        what: str. The table's (or the input's) name in the message.
+    """
+
+    max_sequence_length: int
+    what: str
+
+
+def ids_message(limit, low, high):
+    """The message for ids from `low` to `high` outside `limit` (an `IdsLimit`).
+
+    Example:
+
+    >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
+    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.'
+    """
+    return (
+        f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
+        f"rows), but got values from {low} to {high}. {limit.advice}"
+    )
+
+
+def length_message(limit, first, last):
+    """The message for positions `first` to `last` outside `limit` (a `LengthLimit`).
+
+    Example:
+
+    >>> length_message(LengthLimit(512, "position_embedding"), 0, 599)[:46]
+    '`position_embedding` got positions 0 to 599, b'
+    """
+    return (
+        f"`{limit.what}` got positions {first} to {last}, but its position table holds only "
+        f"max_sequence_length={limit.max_sequence_length} positions. Truncate the inputs "
+        "(`sequence_length` of the preprocessors) or build the model with a larger "
+        "`max_sequence_length`."
+    )
+
+
+def _template(message_function, limit):
+    # The message with "{}" where runtime values go (tf.strings.format).
+    return message_function(limit, "{}", "{}")
+
+
+def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
+    """Raises the same error on every backend for ids outside `[0, vocabulary_size)`;
+    returns `ids` (in a TensorFlow graph, a copy that depends on the check).
+
+    Keras' `Embedding` raises on TensorFlow and torch (eager) for out-of-range
+    ids, silently returns NaN rows (and wraps `-1` to the last row) on JAX, and
+    clamps them under XLA. Eager calls raise a `ValueError`; compiled steps
+    fail as the module docstring says.
 
     Args:
         ids: integer tensor or array.
         vocabulary_size: number of rows of the embedding table.
         what: a name for the ids in the message ("token ids", "segment ids").
+        advice: str. What to do, the message's last sentence. Defaults to
+            checking the tokenizer's vocabulary.
 
     Example:
 
     >>> import numpy as np
-    >>> import numpy as np
     >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
     Traceback (most recent call last):
     ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the tokenizer's vocabulary matches the model's `vocabulary_size`.
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.
     """
-    if not is_concrete(ids):
-        return
-    values = keras.ops.convert_to_numpy(ids)
-    if values.size == 0:
-        return
-    low, high = int(values.min()), int(values.max())
-    if low < 0 or high >= vocabulary_size:
-        raise ValueError(
-            f"{what} must lie in [0, {vocabulary_size}) (the embedding table has "
-            f"{vocabulary_size} rows), but got values from {low} to {high}. Check "
-            "that the tokenizer's vocabulary matches the model's `vocabulary_size`."
+    limit = IdsLimit(vocabulary_size, what, advice)
+    if is_concrete(ids):
+        values = keras.ops.convert_to_numpy(ids)
+        if values.size:
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= vocabulary_size:
+                raise ValueError(ids_message(limit, low, high))
+        return ids
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and not keras.backend.is_keras_tensor(ids):
+        return tensorflow_backend.assert_in_graph(
+            ids, lambda t: _ids_bounds(t, vocabulary_size), _template(ids_message, limit)
         )
+    if backend == "jax" and not keras.backend.is_keras_tensor(ids) and np.prod(ids.shape):
+        jax_backend.raise_in_step(
+            lambda low, high: _ids_error(limit, low, high), keras.ops.min(ids), keras.ops.max(ids)
+        )
+    return ids
+
+
+def _ids_error(limit, low, high):
+    low, high = int(low), int(high)
+    return ValueError(ids_message(limit, low, high)) if low < 0 or high >= limit.size else None
+
+
+def _ids_bounds(ids, size):
+    # TensorFlow: (ok, [low, high]) for the graph assertion.
+    import tensorflow as tf  # noqa: PLC0415
+
+    values = tf.reshape(ids, [-1])
+    low, high = tf.reduce_min(values), tf.reduce_max(values)  # (max, min) of the dtype when empty
+    ok = tf.logical_or(tf.equal(tf.size(values), 0), tf.logical_and(low >= 0, high < size))
+    return ok, [low, high]
 
 
 def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
@@ -65,30 +174,83 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     >>> check_positions_fit(0, 600, 512, "position_embedding")
     Traceback (most recent call last):
     ...
-    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (the preprocessors' `sequence_length`) or build the model with a larger `max_sequence_length`.
+    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (`sequence_length` of the preprocessors) or build the model with a larger `max_sequence_length`.
     """
+    limit = LengthLimit(max_sequence_length, layer_name)
     end = start_index + sequence_length
-
-    def message(first, last):
-        return (
-            f"`{layer_name}` got positions {first} to {last}, but its position table "
-            f"holds only max_sequence_length={max_sequence_length} positions. Truncate "
-            "the inputs (the preprocessors' `sequence_length`) or build the model with "
-            "a larger `max_sequence_length`."
-        )
-
     if is_concrete(end):
         end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
         if end > max_sequence_length:
-            raise ValueError(message(start, end - 1))
-    elif keras.backend.backend() == "tensorflow" and not tensorflow_backend.in_xla_compilation():
-        import tensorflow as tf
+            raise ValueError(length_message(limit, start, end - 1))
+    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end):
+        import tensorflow as tf  # noqa: PLC0415
 
-        check = tf.debugging.assert_less_equal(
-            tf.cast(end, "int32"), max_sequence_length, message=message("start", "end")
-        )
-        # Ops run in parallel in a graph: tie the length to the assertion so the
-        # slicing that uses it cannot fail first with an opaque error.
-        with tf.control_dependencies([check]):
-            return tf.identity(sequence_length)
+        def bounds(_):
+            start, stop = tf.cast(start_index, "int32"), tf.cast(end, "int32")
+            return stop <= max_sequence_length, [start, stop - 1]
+
+        return tensorflow_backend.assert_in_graph(sequence_length, bounds, _template(length_message, limit))
     return sequence_length
+
+
+# === Whole batches, before the compiled step ===
+
+
+def check_batch(inputs, limits):
+    """`ValueError`s for packed `inputs` in memory (a dict of arrays, one
+    example per row) outside `limits` (input name -> list of `IdsLimit` /
+    `LengthLimit`): the eager message, and for ids the first example that has one.
+
+    Example:
+
+    >>> check_batch({"token_ids": np.array([[1, 2], [1, 9]])}, {"token_ids": [IdsLimit(5, "token ids")]})
+    Traceback (most recent call last):
+    ...
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model. The first is in example 1 of the inputs (counting from 0).
+    """
+    for name, value in inputs.items():
+        values = np.asarray(value)
+        for limit in limits.get(name, ()):
+            if isinstance(limit, LengthLimit):
+                if values.ndim and values.shape[-1] > limit.max_sequence_length:
+                    raise ValueError(length_message(limit, 0, values.shape[-1] - 1))
+            elif values.size:
+                low, high = int(values.min()), int(values.max())
+                if low < 0 or high >= limit.size:
+                    bad = ((values < 0) | (values >= limit.size)).reshape(len(values), -1).any(axis=1)
+                    raise ValueError(
+                        f"{ids_message(limit, low, high)} The first is in example "
+                        f"{int(np.argmax(bad))} of the inputs (counting from 0)."
+                    )
+
+
+def assert_batch(inputs, limits, where, *where_values):
+    """`inputs` (a dict of TensorFlow tensors, e.g. inside `tf.data`) with
+    assertions for `limits`, as `check_batch`: a bad batch fails with the same
+    message (`where` formatted with `where_values`, "{}" each) as a
+    `tf.errors.InvalidArgumentError` when it is reached.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> checked = assert_batch({"token_ids": tf.constant([[1, 2]])}, {"token_ids": [IdsLimit(5, "ids")]}, "")
+    >>> checked["token_ids"].numpy().tolist()
+    [[1, 2]]
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    checked = dict(inputs)
+    for name, value in inputs.items():
+        for limit in limits.get(name, ()):
+            dense = value.flat_values if isinstance(value, tf.RaggedTensor) else value
+            if isinstance(limit, LengthLimit):
+                length = tf.shape(value.to_tensor() if isinstance(value, tf.RaggedTensor) else value)[-1]
+                ok, values = length <= limit.max_sequence_length, [tf.constant(0), length - 1]
+                template = _template(length_message, limit)
+            else:
+                ok, values = _ids_bounds(dense, limit.size)
+                template = _template(ids_message, limit)
+            checked[name] = tensorflow_backend.assert_always(
+                checked[name], ok, template + where, [*values, *where_values]
+            )
+    return checked

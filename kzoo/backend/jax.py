@@ -100,3 +100,28 @@ def restore_state_on_error(model):
         model._jax_state = None
         model._jax_state_synced = True
         raise
+
+
+def raise_in_step(error_for, *values):
+    """Inside `jax.jit`: a host callback that raises `error_for(*values)`
+    (NumPy values) unless it is None, failing the compiled step at once with
+    that message inside a `jax.errors.JaxRuntimeError`. Keras' steps donate
+    the weights: a failed step loses them (see `kzoo.backend.checks`).
+
+    Example:
+
+    >>> import jax, jax.numpy as jnp
+    >>> def step(x):
+    ...     raise_in_step(lambda top: ValueError(f"got {top}") if top > 4 else None, jnp.max(x))
+    ...     return x + 1
+    >>> jax.jit(step)(jnp.array([1, 2])).tolist()
+    [2, 3]
+    """
+    import jax  # noqa: PLC0415
+
+    def callback(*arrays):
+        error = error_for(*arrays)
+        if error is not None:
+            raise error
+
+    jax.debug.callback(callback, *values)

@@ -9,8 +9,8 @@ on TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever
 Keras would allow it (no `tf.distribute` strategy, every layer
 `supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores Keras' own choice (XLA
 compile time outweighs its speed for many short fits of small models: the
-test suite sets it). Under XLA, TensorFlow (like JAX) cannot check id ranges
-inside the compiled step: the preprocessors and eager calls validate ids.
+test suite sets it). Under XLA, TensorFlow cannot check id ranges inside the
+compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`).
 
 Process set-up
 --------------
@@ -185,7 +185,7 @@ def in_xla_compilation():
     """True while tracing a function TensorFlow compiles with XLA
     (`tf.function(jit_compile=True)`, as Keras' steps with `jit_compile`): XLA
     drops assertion ops there, logging "Ignoring Assert operator" for each, so
-    checks that need one are left out (the preprocessors check ids instead).
+    checks that need one are left out (kzoo's models check ids before the step).
     Uses TensorFlow's private `control_flow_util.GraphOrParentsInXlaContext`.
 
     Example:
@@ -242,3 +242,43 @@ def compiled_for_inference(function):
     import tensorflow as tf  # noqa: PLC0415
 
     return tf.function(function, jit_compile=True, reduce_retracing=True)
+
+
+def assert_always(tensor, ok, template, values):
+    """`tensor` tied to an assertion that `ok` (a boolean tensor) holds,
+    failing with `template` formatted with `values` ("{}" each) as a
+    `tf.errors.InvalidArgumentError`; for graphs XLA does not compile (e.g.
+    `tf.data`). Ops run in parallel in a graph: whatever uses the returned copy
+    (a lookup, a weight update) waits for the check.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> assert_always(tf.constant(3), tf.constant(False), "got {}", [tf.constant(3)])
+    Traceback (most recent call last):
+    ...
+    tensorflow.python.framework.errors_impl.InvalidArgumentError: ...got 3...
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    check = tf.debugging.Assert(ok, [tf.strings.format(template, values)], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, tensor)
+
+
+def assert_in_graph(tensor, bounds, template):
+    """`tensor` checked inside a TensorFlow graph: `bounds(tensor)` gives
+    `(ok, values)` and `assert_always` ties the assertion. Under XLA, which
+    drops assertion ops, `tensor` as is (see `kzoo.backend.checks`).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> check = tf.function(lambda x: assert_in_graph(x, lambda t: (t < 5, [t]), "{} >= 5"))
+    >>> int(check(tf.constant(3)))
+    3
+    """
+    if in_xla_compilation():
+        return tensor
+    ok, values = bounds(tensor)
+    return assert_always(tensor, ok, template, values)

@@ -3,7 +3,7 @@
 
 import keras
 
-from kzoo.backend.checks import check_ids_in_range
+from kzoo.backend.checks import VOCABULARY_ADVICE, check_ids_in_range
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -16,7 +16,9 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     `keras.layers.ReversibleEmbedding` (`reverse=True` projects back to the
     vocabulary) plus an id check: out-of-range ids raise the same `ValueError`
     on every backend in eager calls, where Keras' JAX embedding would return
-    NaN rows silently.
+    NaN rows silently, and fail compiled steps with the same message (see
+    `kzoo.backend.checks`). `ids_advice`, the message's last sentence, says
+    what to do; a model may set it for a table of other ids (BERT's segments).
 
     Args:
         input_dim: int. The vocabulary size.
@@ -53,9 +55,11 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     ((1, 3, 8), (1, 3, 100))
     """
 
+    ids_advice = VOCABULARY_ADVICE
+
     def call(self, inputs, reverse=False):
         if not reverse:
-            check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids")
+            inputs = check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids", self.ids_advice)
         elif self.reverse_dtype is None:
             # Keras leaves float32 hidden states uncast under mixed precision.
             inputs = keras.ops.cast(inputs, self.compute_dtype)

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import serialization
+from kzoo.models import batch_checks, serialization
 
 
 class Backbone(keras.Model):
@@ -25,7 +25,9 @@ class Backbone(keras.Model):
     `save_to_preset` read and write preset directories (`config.json`,
     `model.weights.h5`, KerasHub's layout). `jit_compile="auto"` means XLA on
     TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
-    `tf.data.Dataset` leaves the shuffling to the dataset.
+    `tf.data.Dataset` leaves the shuffling to the dataset. `fit`, `evaluate`
+    and `predict` check packed inputs against `input_limits()` before the
+    compiled step (`kzoo.models.batch_checks`).
 
     Args:
         inputs: a `keras.Input` or a dict of them. The graph's inputs.
@@ -144,15 +146,50 @@ class Backbone(keras.Model):
 
     # === Training ===
 
+    def input_limits(self):
+        """What the inputs' values must respect: input name -> a list of
+        `kzoo.backend.checks.IdsLimit` (ids inside an embedding table) and
+        `LengthLimit` (the last axis inside the position table). Defaults to
+        none.
+
+        Example:
+
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> [limit[0] for limit in backbone.input_limits()["token_ids"]]
+        [50, 512]
+        """
+        return {}
+
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=None, **kwargs):
-        """`keras.Model.fit`; `shuffle` defaults to Keras' `True`, except for a
-        `tf.data.Dataset` (which shuffles itself), where Keras' default would
-        only warn that it is ignored. An explicit `shuffle=True` is passed on."""
+        """`keras.Model.fit`, its inputs checked (`input_limits`); `shuffle`
+        defaults to Keras' `True`, except for a `tf.data.Dataset` (which
+        shuffles itself), where Keras' default would only warn that it is
+        ignored. An explicit `shuffle=True` is passed on."""
         if shuffle is None:
             shuffle = not isinstance(x, tf.data.Dataset)
-        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
-                           shuffle, **kwargs)
+        x = batch_checks.checked(x, self.input_limits())
+        if isinstance(validation_data, tuple):
+            validation_data = (batch_checks.checked(validation_data[0], self.input_limits()), *validation_data[1:])
+        else:
+            validation_data = batch_checks.checked(validation_data, self.input_limits())
+        with batch_checks.reported(self):
+            return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                               shuffle, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", **kwargs):
+        """`keras.Model.evaluate`, its inputs checked (`input_limits`)."""
+        x = batch_checks.checked(x, self.input_limits())
+        with batch_checks.reported(self):
+            return super().evaluate(x, y, batch_size, verbose, **kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        """`keras.Model.predict`, its inputs checked (`input_limits`)."""
+        x = batch_checks.checked(x, self.input_limits())
+        with batch_checks.reported(self):
+            return super().predict(x, batch_size, verbose, **kwargs)
 
 
     def _resolve_auto_jit_compile(self):

@@ -4,9 +4,10 @@ With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
 them), packed by TensorFlow on the CPU outside the compiled model: text in
 memory by `Preprocessor.preprocess_in_memory`, a dataset by `dataset.map`.
-Packed inputs (a dict) go straight to the model. Integer labels are checked
-before the first step: in memory with a `ValueError`, in a dataset by
-assertions that fail its first bad batch with the same message.
+Packed inputs (a dict) go straight to the model. Integer labels, and the
+packed ids and lengths (`kzoo.models.batch_checks`, also after packing text),
+are checked before the step they would spoil: in memory with a `ValueError`,
+in a dataset by assertions that fail its first bad batch with the same message.
 """
 
 import math
@@ -18,8 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.backend import keep_state_on_error
-from kzoo.models import label_names, serialization
+from kzoo.models import batch_checks, label_names, serialization
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -40,9 +40,11 @@ class Task(keras.Model):
 
     A task not compiled compiles itself with its recipe at its first `fit` or
     `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
-    optimizer's schedule follows the number of steps of that `fit`. On JAX, a
-    `fit`/`evaluate`/`predict` that raises leaves the model usable
-    (`kzoo.backend.keep_state_on_error`); `jit_compile="auto"` means XLA on TensorFlow
+    optimizer's schedule follows the number of steps of that `fit`. Packed
+    ids and lengths are checked before the compiled step
+    (`kzoo.models.batch_checks`). On JAX, a `fit`/`evaluate`/`predict` that
+    raises leaves the model usable (`kzoo.backend.keep_state_on_error`);
+    `jit_compile="auto"` means XLA on TensorFlow
     as on JAX (`kzoo.backend.auto_jit_compile`).
 
     Args:
@@ -209,11 +211,17 @@ class Task(keras.Model):
         x, y, sample_weight = to_tensors(x), to_tensors(y), to_tensors(sample_weight)
         self._check_labels(y, packed=False)
         x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
+        # Packed by a tokenizer that may not be the backbone's (one replaced since).
+        x = batch_checks.checked(x, self.backbone.input_limits())
         return {**arguments, "x": x, "y": y, "sample_weight": sample_weight}
 
     def _map_dataset(self, dataset):
         """A `tf.data.Dataset` of raw text packed by the preprocessor (labels
-        asserted in the pipeline); one of packed inputs with its labels asserted."""
+        asserted in the pipeline); one of packed inputs with its labels
+        asserted; either with its ids and lengths asserted batch by batch."""
+        return batch_checks.checked_dataset(self._packed_dataset(dataset), self.backbone.input_limits())
+
+    def _packed_dataset(self, dataset):
         spec = dataset.element_spec
         features = spec[0] if isinstance(spec, tuple) else spec
         if isinstance(features, dict):
@@ -235,8 +243,8 @@ class Task(keras.Model):
         return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def _check_packed(self, x):
-        """Packed inputs in memory, checked (compiled JAX steps would give NaN
-        for ids outside the embedding table) and completed."""
+        """Packed inputs in memory, checked (`kzoo.models.batch_checks`: ids
+        inside their tables, lengths inside the position table) and completed."""
         # TensorFlow tensors (a preprocessor's output) as NumPy, for every backend.
         x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}
         unknown = set(x) - set(self.input)
@@ -246,14 +254,7 @@ class Task(keras.Model):
                 f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
                 f"(`token_ids` required); got {found}."
             )
-        ids = np.asarray(x["token_ids"])
-        if ids.size and (ids.min() < 0 or ids.max() >= self.backbone.vocabulary_size):
-            raise ValueError(
-                f"token_ids must lie in [0, {self.backbone.vocabulary_size - 1}] (the backbone's "
-                f"vocabulary); got ids from {ids.min()} to {ids.max()}. Were they made with "
-                "another vocabulary?"
-            )
-        return self.complete_inputs(x)
+        return self.complete_inputs(batch_checks.checked(x, self.backbone.input_limits()))
 
     def _check_labels(self, labels, packed):
         """A `ValueError` for integer labels in memory outside `label_bounds`."""
@@ -292,7 +293,7 @@ class Task(keras.Model):
             validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)
             validation_data = validation["x"] if validation["y"] is None else (validation["x"], validation["y"])
         self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
-        with keep_state_on_error(self):
+        with batch_checks.reported(self):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data,
@@ -304,13 +305,13 @@ class Task(keras.Model):
         """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
         if not self.compiled:
             self.compile()
-        with keep_state_on_error(self):
+        with batch_checks.reported(self):
             return super().evaluate(**self._prepare(x, y, sample_weight, batch_size), verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict`, also on raw text (see the module docstring)."""
         prepared = self._prepare(x, batch_size=batch_size)
-        with keep_state_on_error(self):
+        with batch_checks.reported(self):
             return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, **kwargs)
 
     # === Compilation ===

@@ -15,8 +15,8 @@ IDS = np.array([[1, 2, 3, 0], [10, 4, 4, 7]], "int32")
 def out_of_range_message(low, high, vocabulary=VOCABULARY, name="tokens"):
     return (
         f"`{name}` ids must lie in [0, {vocabulary}) (the embedding table has {vocabulary} "
-        f"rows), but got values from {low} to {high}. Check that the tokenizer's vocabulary "
-        "matches the model's `vocabulary_size`."
+        f"rows), but got values from {low} to {high}. Check that the vocabulary of the tokenizer "
+        "matches the `vocabulary_size` of the model."
     )
 
 

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone
@@ -108,7 +109,9 @@ class BertBackbone(Backbone):
     extractor's graph) calls them.
 
     Token or segment ids outside their tables, and sequences longer than
-    `max_sequence_length`, raise a `ValueError` on every backend.
+    `max_sequence_length`, raise a `ValueError` on every backend, and stop
+    compiled steps with the same message (`kzoo.backend.checks`;
+    `input_limits`, checked before each step of kzoo's own `fit`).
 
     Example:
 
@@ -158,6 +161,7 @@ class BertBackbone(Backbone):
             dtype=dtype,
             name="segment_embedding",
         )
+        self.segment_embedding.ids_advice = SEGMENT_ADVICE
         self.position_embedding = PositionEmbedding(
             max_sequence_length,
             initializer=bert_initializer(),
@@ -227,6 +231,16 @@ class BertBackbone(Backbone):
             return_attention_scores=return_attention_scores,
             training=training,
         )
+
+    def input_limits(self):
+        # The checks of `embed`'s layers, for whole batches (`Backbone.input_limits`).
+        return {
+            "token_ids": [
+                IdsLimit(self.vocabulary_size, "`token_embedding` ids"),
+                LengthLimit(self.max_sequence_length, "position_embedding"),
+            ],
+            "segment_ids": [IdsLimit(self.num_segments, "`segment_embedding` ids", SEGMENT_ADVICE)],
+        }
 
     def complete_inputs(self, inputs):
         """`inputs` as the dict the graph takes, with the defaults filled in.

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import check_ids_in_range, check_positions_fit
+from kzoo.backend.checks import IdsLimit, LengthLimit, check_ids_in_range, check_positions_fit
 from kzoo.layers import (
     Dropout,
     PositionEmbedding,
@@ -203,8 +203,7 @@ class Transformer(Backbone):
         # Checked here: JAX's compiled steps reach `call` through
         # `stateless_call`, bypassing `__call__`.
         inputs = standardize_inputs(inputs)
-        for name in INPUT_NAMES:
-            self.check_token_ids(inputs[name], name)
+        inputs = {name: self.check_token_ids(inputs[name], name) for name in INPUT_NAMES}
         return super().call(inputs, training=training, mask=mask)  # the graph of `__init__`
 
     def embed(self, token_ids, side, start_index=0, training=None):
@@ -251,7 +250,7 @@ class Transformer(Backbone):
         >>> tuple(model.encode(np.array([[5, 6, 3, 0]])).shape)
         (1, 4, 8)
         """
-        self.check_token_ids(encoder_token_ids, "encoder_token_ids")
+        encoder_token_ids = self.check_token_ids(encoder_token_ids, "encoder_token_ids")
         padding_mask = ops.not_equal(encoder_token_ids, self.padding_id)
         x = self.embed(encoder_token_ids, "encoder", training=training)
         for layer in self.encoder_layers:
@@ -279,7 +278,7 @@ class Transformer(Backbone):
         >>> tuple(model.decode(np.array([[2, 7]]), model.encode(source), source).shape)
         (1, 2, 20)
         """
-        self.check_token_ids(decoder_token_ids, "decoder_token_ids")
+        decoder_token_ids = self.check_token_ids(decoder_token_ids, "decoder_token_ids")
         x = self.embed(decoder_token_ids, "decoder", training=training)
         for layer in self.decoder_layers:
             x = layer(
@@ -309,10 +308,19 @@ class Transformer(Backbone):
         """
         return ops.cast(self.token_embedding(x, reverse=True), "float32")
 
+    def input_limits(self):
+        # What `check_token_ids` checks, for whole batches (`Backbone.input_limits`).
+        return {
+            name: [IdsLimit(self.vocabulary_size, name), LengthLimit(self.max_sequence_length, name)]
+            for name in INPUT_NAMES
+        }
+
     def check_token_ids(self, token_ids, name):
         """`ValueError`s, the same on every backend, for ids outside the
         vocabulary and sequences longer than `max_sequence_length`, wherever
-        the values or the length are known (eager calls; static shapes).
+        the values or the length are known (eager calls; static shapes);
+        compiled steps fail with the same message (`kzoo.backend.checks`).
+        Returns `token_ids` (in a TensorFlow graph, a copy tied to the check).
 
         Args:
             token_ids: int tensor of shape `(batch, length)`. The token ids.
@@ -327,11 +335,12 @@ class Transformer(Backbone):
         ...
         ValueError: ...
         """
-        check_ids_in_range(token_ids, self.vocabulary_size, name)
+        token_ids = check_ids_in_range(token_ids, self.vocabulary_size, name)
         shape = getattr(token_ids, "shape", np.shape(token_ids))
         length = shape[-1] if len(shape) else None
         if isinstance(length, int):  # static (eager, or compiled on JAX and torch)
             check_positions_fit(0, length, self.max_sequence_length, name)
+        return token_ids
 
     # === Step-by-step decoding (sec. 6.1), in transformer_generation.py ===
 

@@ -164,7 +164,7 @@ def test_raw_text_without_a_preprocessor_and_bad_packed_ids():
     model = kzoo.BertClassifier(tiny_backbone(), num_classes=2)
     with pytest.raises(ValueError, match="has no preprocessor"):
         model.predict(["a song"], verbose=0)
-    with pytest.raises(ValueError, match=r"token_ids must lie in \[0, 36\]"):
+    with pytest.raises(ValueError, match=r"`token_embedding` ids must lie in \[0, 37\).*from 2 to 37.*example 0"):
         model.predict({"token_ids": np.array([[2, 37, 3]])}, verbose=0)
     outputs = model.predict({"token_ids": np.array([[2, 30, 3]])}, verbose=0)  # defaults filled in
     assert outputs.shape == (1, 2)
