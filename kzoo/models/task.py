@@ -43,7 +43,8 @@ class Task(keras.Model):
     optimizer's schedule follows the number of steps of that `fit`. On JAX, a
     `fit`/`evaluate`/`predict` that raises leaves the model usable
     (`kzoo.backend.keep_state_on_error`); `jit_compile="auto"` means XLA on TensorFlow
-    as on JAX (`kzoo.backend.auto_jit_compile`).
+    as on JAX (`kzoo.backend.auto_jit_compile`). `save`, `save_weights` and
+    `save_to_preset` are atomic (`serialization.save`).
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -374,6 +375,9 @@ class Task(keras.Model):
     @classmethod
     def from_config(cls, config):
         return serialization.from_constructor_config(cls, config)
+
+    save = serialization.save  # atomic: written beside, renamed into place
+    save_weights = serialization.save_weights
 
     @classmethod
     def from_preset(cls, preset, /, load_weights=True, **kwargs):
