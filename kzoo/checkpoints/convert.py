@@ -21,7 +21,9 @@ from kzoo import presets
 from kzoo.checkpoints import bert_loading
 from kzoo.checkpoints.huggingface_export import save_huggingface
 from kzoo.models.bert import BertTokenizer
+from kzoo.presets import atomic
 from kzoo.presets.directory import TOKENIZER_FILE
+from kzoo.presets.writing import save_directory
 
 EXPORT_FORMATS = ("kzoo", "huggingface")
 
@@ -33,7 +35,9 @@ def convert(source, destination, format="kzoo", progress=True):
     Args:
         source: str or os.PathLike. A checkpoint of any format `from_preset`
             reads (Hugging Face, google-research, KerasHub, kzoo).
-        destination: str or os.PathLike. A new or empty directory.
+        destination: str or os.PathLike. A new or empty directory, written
+            beside and renamed into place once complete (a conversion that
+            fails leaves no partial directory, and an earlier one as it was).
         format: str. "kzoo" or "huggingface". Defaults to `"kzoo"`.
         progress: bool. Show progress bars over the tensors. Defaults to `True`.
 
@@ -57,6 +61,7 @@ def convert(source, destination, format="kzoo", progress=True):
     """
     if format not in EXPORT_FORMATS:
         raise ValueError(f"Unknown format {format!r}: kzoo.convert writes {list(EXPORT_FORMATS)}.")
+    atomic.recover(source)  # a directory whose save was killed between its two renames
     detected = presets.detect_format(source)
     if detected in bert_loading.READERS:
         opened = bert_loading.open_source(source, detected)
@@ -71,10 +76,8 @@ def convert(source, destination, format="kzoo", progress=True):
         save_huggingface(model, destination, tokenizer, progress=progress)
     elif hasattr(model, "backbone"):  # the task carries its own tokenizer
         presets.save_task(model, destination)
-    else:
-        presets.save_backbone(model, destination)
-        if tokenizer is not None:
-            presets.save_tokenizer(tokenizer, destination)
+    else:  # one write, so a failed conversion leaves no backbone without its tokenizer
+        save_directory(model, destination, tokenizer=tokenizer)
     return model
 
 

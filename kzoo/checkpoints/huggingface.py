@@ -14,6 +14,8 @@ without the `bert.` prefix that task classes add; old checkpoints'
 
 import json
 import os
+import pickle
+import re
 
 import safetensors
 
@@ -318,10 +320,28 @@ def _pytorch(path):
         ) from error
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated zip archives, unpickling errors
+    except Exception as error:  # refused code, truncated zip archives, unpickling errors
+        refused = _refused_global(error)
+        if refused is not None:
+            raise ValueError(
+                f"Refused to read {path!r} as unsafe: besides tensors, its pickle calls or builds "
+                f"{refused}, which could run code, so nothing in it was run. If you trust where the "
+                "file comes from, convert it to model.safetensors, e.g. with transformers: "
+                "`transformers.AutoModel.from_pretrained(d).save_pretrained(d, safe_serialization=True)` "
+                "for its directory d (then delete pytorch_model.bin), and load the directory again."
+            ) from error
         raise ValueError(
             f"Cannot read {path!r} ({type(error).__name__}: {str(error)[:200]}): it is truncated "
             "or corrupt (an interrupted download or copy?). Download it again."
         ) from error
     arrays = {_normalized(name): tensor.float().numpy() for name, tensor in state.items() if tensor.is_floating_point()}
     return {name: tuple(array.shape) for name, array in arrays.items()}, arrays.__getitem__
+
+
+def _refused_global(error):
+    """What `torch.load(weights_only=True)` refused to call or build (e.g.
+    "posix.system"), or None when `error` is not such a refusal (a damaged file)."""
+    if not isinstance(error, pickle.UnpicklingError):
+        return None
+    found = re.search(r"GLOBAL (\S+)|allowlisted via `add_safe_globals`(?: but got|, but got) (.+?)$", str(error), re.M)
+    return None if found is None else (found.group(1) or found.group(2)).rstrip(".")

@@ -23,6 +23,7 @@ from kzoo.checkpoints.huggingface import (
     TOKENIZER_CONFIG_FILE,
     VOCABULARY_FILE,
 )
+from kzoo.presets import atomic
 
 # kzoo activation -> Hugging Face `hidden_act` (the inverse of `huggingface.ACTIVATIONS`).
 EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
@@ -133,14 +134,16 @@ def config_from(model, backbone, task, tokenizer):
 
 def write_directory(path, config, tensors, tokenizer):
     """Writes config.json, model.safetensors and the tokenizer files, after
-    checking the directory holds nothing else (as `transformers` reads them).
+    checking the directory holds nothing else (as `transformers` reads them):
+    beside it, renamed into place once complete (`kzoo.presets.atomic`), so
+    an export that fails leaves the previous one as it was.
 
     Args:
         path: str or os.PathLike. The directory.
         config: dict. The `config.json` contents (see `config_from`).
         tensors: dict. `{Hugging Face tensor name: np.ndarray}`.
         tokenizer: kzoo.BertTokenizer or None. Written as `vocab.txt` and
-            `tokenizer_config.json`; stale ones are removed either way.
+            `tokenizer_config.json`; an earlier export's are dropped either way.
 
     Example:
 
@@ -158,15 +161,12 @@ def write_directory(path, config, tensors, tokenizer):
             f"Refusing to write a Hugging Face checkpoint to {directory!r}: it is a file or holds "
             f"{foreign[:5]}. Export into a new or empty directory."
         )
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    safetensors.numpy.save_file(tensors, os.path.join(directory, SAFETENSORS_FILE), metadata={"format": "pt"})
-    for name in (VOCABULARY_FILE, TOKENIZER_CONFIG_FILE):  # a stale tokenizer would not match
-        if os.path.isfile(os.path.join(directory, name)):
-            os.remove(os.path.join(directory, name))
-    if tokenizer is not None:
-        _write_tokenizer(tokenizer, directory, config["max_position_embeddings"])
+    with atomic.replacing_directory(directory) as scratch:  # stale tokenizer files are not carried over
+        with open(os.path.join(scratch, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        safetensors.numpy.save_file(tensors, os.path.join(scratch, SAFETENSORS_FILE), metadata={"format": "pt"})
+        if tokenizer is not None:
+            _write_tokenizer(tokenizer, scratch, config["max_position_embeddings"])
 
 
 def _write_tokenizer(tokenizer, directory, max_length):

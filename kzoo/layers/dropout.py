@@ -2,12 +2,15 @@
 BERT sec. 3 / A.2: dropout 0.1 on every sub-layer and attention probability)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 # A float32 uniform number carries 23 random mantissa bits (24 on torch):
 # `floor(2048 u)` (11 bits) and `frac(2048 u)` (12 or more bits) are two
 # independent uniform draws, exact on a grid of 2048 steps.
 _STEPS = 2048
+# The name of the random state in weights files (`save_own_variables`).
+SEED_STATE = "seed_generator_state"
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -33,6 +36,12 @@ class Dropout(keras.layers.Dropout):
     The same on every backend, seeds included (a seeded
     `keras.layers.Dropout` on torch draws a Bernoulli tensor, unseeded it
     calls `torch.nn.functional.dropout`; this layer is as fast as the latter).
+
+    The random state (the `SeedGenerator`'s, which Keras leaves out of
+    weights files) is saved with the weights, as `seed_generator_state`, and
+    loaded back when a file holds it: a `fit` resumed from a checkpoint
+    (`keras.callbacks.BackupAndRestore`, `ModelCheckpoint`) draws the masks
+    the uninterrupted run would have drawn.
 
     Args:
         rate: float. The fraction of the inputs to drop, in [0, 1).
@@ -61,6 +70,17 @@ class Dropout(keras.layers.Dropout):
         if not training or self.rate == 0 or self.noise_shape is not None:
             return super().call(inputs, training=training)
         return paired_dropout(inputs, self.rate, self.seed_generator)
+
+    def save_own_variables(self, store):
+        super().save_own_variables(store)
+        if self.rate > 0:  # Keras makes a SeedGenerator only then
+            store[SEED_STATE] = self.seed_generator.state
+
+    def load_own_variables(self, store):
+        if SEED_STATE in store.keys() and self.rate > 0:  # files saved before it was saved lack it
+            state = self.seed_generator.state
+            state.assign(np.asarray(store[SEED_STATE]).astype(np.int64).astype(state.dtype))
+        super().load_own_variables({key: store[key] for key in store.keys() if key != SEED_STATE})
 
 
 def paired_dropout(inputs, rate, seed):

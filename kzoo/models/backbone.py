@@ -23,7 +23,9 @@ class Backbone(keras.Model):
     parameter of the subclass's `__init__` from the attribute of the same
     name, plus `name`, `trainable` and the dtype policy. `from_preset` and
     `save_to_preset` read and write preset directories (`config.json`,
-    `model.weights.h5`, KerasHub's layout). `jit_compile="auto"` means XLA on
+    `model.weights.h5`, KerasHub's layout); these, `save` and `save_weights`
+    write beside the destination and rename into place (a failed save leaves
+    the previous one). `jit_compile="auto"` means XLA on
     TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
     `tf.data.Dataset` leaves the shuffling to the dataset. `fit`, `evaluate`
     and `predict` check packed inputs against `input_limits()` before the
@@ -143,6 +145,9 @@ class Backbone(keras.Model):
         >>> backbone.save_to_preset(tempfile.mkdtemp(), format="huggingface")
         """
         presets.save_backbone(self, preset_dir, format=format)
+
+    save = serialization.save  # atomic: written beside, renamed into place
+    save_weights = serialization.save_weights
 
     # === Training ===
 

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import batch_checks, label_names, serialization
+from kzoo.models import batch_checks, epoch_order, label_names, serialization
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -44,8 +44,9 @@ class Task(keras.Model):
     ids and lengths are checked before the compiled step
     (`kzoo.models.batch_checks`). On JAX, a `fit`/`evaluate`/`predict` that
     raises leaves the model usable (`kzoo.backend.keep_state_on_error`);
-    `jit_compile="auto"` means XLA on TensorFlow
-    as on JAX (`kzoo.backend.auto_jit_compile`).
+    `jit_compile="auto"` means XLA on TensorFlow as on JAX
+    (`kzoo.backend.auto_jit_compile`). `save`, `save_weights` and
+    `save_to_preset` are atomic (`serialization.save`).
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -281,7 +282,10 @@ class Task(keras.Model):
         """`keras.Model.fit`, also on raw text (see the module docstring);
         `validation_split` holds out the last fraction of raw text in memory
         too, and `shuffle=None` (the default) is True except for a
-        `tf.data.Dataset`, which shuffles itself."""
+        `tf.data.Dataset`, which shuffles itself. Data in memory is shuffled
+        by epoch (`kzoo.models.epoch_order`), so that a `fit` resumed by
+        `keras.callbacks.BackupAndRestore` sees the batches the uninterrupted
+        one saw."""
         if not self.compiled:
             self.compile()
         if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
@@ -293,12 +297,14 @@ class Task(keras.Model):
             validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)
             validation_data = validation["x"] if validation["y"] is None else (validation["x"], validation["y"])
         self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
+        shuffle = not isinstance(train["x"], tf.data.Dataset) if shuffle is None else shuffle
+        if shuffle is True and isinstance(train["x"], dict) and not validation_split and "steps_per_epoch" not in kwargs:
+            train, callbacks = epoch_order.ordered_by_epoch(train, callbacks)  # a resumed fit: the same batches
+            shuffle = False
         with batch_checks.reported(self):
             return super().fit(
-                **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
-                validation_split=validation_split, validation_data=validation_data,
-                shuffle=not isinstance(train["x"], tf.data.Dataset) if shuffle is None else shuffle,
-                **kwargs,
+                **train, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_split=validation_split,
+                validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
@@ -375,6 +381,9 @@ class Task(keras.Model):
     @classmethod
     def from_config(cls, config):
         return serialization.from_constructor_config(cls, config)
+
+    save = serialization.save  # atomic: written beside, renamed into place
+    save_weights = serialization.save_weights
 
     @classmethod
     def from_preset(cls, preset, /, load_weights=True, **kwargs):

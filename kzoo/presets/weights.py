@@ -8,6 +8,7 @@ import tempfile
 import h5py
 import keras
 
+from kzoo.layers.dropout import SEED_STATE
 from kzoo.presets.directory import RESAVE
 
 
@@ -81,7 +82,8 @@ def load_weights(model, path, described_by):
 
 def weight_shapes(path):
     """`{variable path in the file: shape}` of a `.weights.h5` file, optimizer
-    state left out; a `ValueError` for a corrupt or truncated file.
+    state and random state (`kzoo.layers.Dropout`'s) left out; a `ValueError`
+    for a corrupt or truncated file.
 
     Args:
         path: str. The `.weights.h5` file.
@@ -92,7 +94,7 @@ def weight_shapes(path):
     shapes = {}
 
     def visit(name, item):
-        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/"):
+        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/") and not name.endswith(SEED_STATE):
             shapes[name] = tuple(item.shape)
 
     try:

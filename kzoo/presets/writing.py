@@ -5,19 +5,21 @@ A new or empty directory, or one that holds only preset files (which are
 overwritten), is accepted; a directory with anything else in it is refused,
 and so is saving a single part into a directory that holds a task (its task
 weights would go stale): re-save the whole task there instead. Everything is
-serialized and checked before the first file is written.
+serialized and checked before the first file is written, and the directory is
+written beside its destination and renamed into place
+(`kzoo.presets.atomic`): a save that fails at any point leaves the previous
+one as it was.
 """
 
 import datetime
 import json
 import math
 import os
-import shutil
 
 import keras
 
+from kzoo.presets import atomic
 from kzoo.presets.directory import (
-    ASSET_DIR,
     METADATA_FILE,
     PART_FILES,
     PRESET_ENTRIES,
@@ -61,7 +63,7 @@ def role_of(obj):
     return "preprocessor" if getattr(obj, "tokenizer", None) is not None else "tokenizer"
 
 
-def save_directory(obj, path):
+def save_directory(obj, path, tokenizer=None):
     """Writes `obj` as a kzoo preset directory at `path`, with every part it
     holds: the kzoo format's writer (see `kzoo.presets.save`).
 
@@ -74,12 +76,15 @@ def save_directory(obj, path):
       `.preprocessor` (or `.tokenizer`) when it has one; preset files the
       task does not have are removed.
 
-    `metadata.json` describes the directory as it then is.
+    `metadata.json` describes the directory as it then is. The whole
+    directory is written at once: a save that fails leaves the previous one.
 
     Args:
         obj: object. What to save; its part is `role_of(obj)`.
         path: str or os.PathLike. A new or empty directory, or a preset
             directory.
+        tokenizer: a tokenizer saved with a backbone, in the same write.
+            Defaults to `None`.
 
     Example:
 
@@ -96,44 +101,42 @@ def save_directory(obj, path):
     ['config.json', 'metadata.json', 'model.weights.h5', 'task.json', 'task.weights.h5']
     """
     role = role_of(obj)
+    if tokenizer is not None and role != "backbone":
+        raise ValueError(f"save_directory(..., tokenizer=...) adds a tokenizer to a backbone; got a {role}.")
     if role == "task":
         preprocessor = getattr(obj, "preprocessor", None)
         tokenizer = getattr(preprocessor, "tokenizer", getattr(obj, "tokenizer", None))
         parts = {"task": obj, "backbone": obj.backbone, "preprocessor": preprocessor, "tokenizer": tokenizer}
     elif role == "preprocessor":
         parts = {"preprocessor": obj, "tokenizer": obj.tokenizer}
+    elif tokenizer is not None:
+        parts = {"backbone": obj, "tokenizer": tokenizer}
     else:
         parts = {role: obj}
     _write_parts(path, {role: part for role, part in parts.items() if part is not None})
 
 
 def _write_parts(path, parts):
-    """Serializes every part (checking them), then writes their files."""
+    """Serializes every part (checking them), then writes their files into a
+    scratch copy of the directory, renamed into place once complete."""
     assets = {}
     configs = {PART_FILES[role]: _serialize(part, assets) for role, part in parts.items()}
-    directory = _prepare_directory(path, saving_task="task" in parts)
-    if "task" in parts:  # the directory describes this task alone
-        _remove_other_parts(directory, parts, assets)
-    for relative, text in assets.items():
-        os.makedirs(os.path.dirname(os.path.join(directory, relative)), exist_ok=True)
-        with open(os.path.join(directory, relative), "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    for name, config in configs.items():
-        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=4)
-    for role in WEIGHTS_FILES.keys() & parts.keys():
-        save_weights(parts[role], os.path.join(directory, WEIGHTS_FILES[role]))
-    _write_metadata(directory)
-
-
-def _remove_other_parts(directory, parts, assets):
-    """Deletes the preset files of parts not in `parts` (left by an earlier save)."""
-    for role in PART_FILES.keys() - parts.keys():
-        for name in (PART_FILES[role], WEIGHTS_FILES.get(role)):
-            if name and os.path.exists(os.path.join(directory, name)):
-                os.remove(os.path.join(directory, name))
-    if not assets:
-        shutil.rmtree(os.path.join(directory, ASSET_DIR), ignore_errors=True)
+    directory = _check_directory(path, saving_task="task" in parts)
+    weights = {WEIGHTS_FILES[role]: parts[role] for role in WEIGHTS_FILES.keys() & parts.keys()}
+    written = {*configs, *weights, METADATA_FILE}
+    # A task's directory describes that task alone; a part joins the others.
+    kept = [] if "task" in parts or not os.path.isdir(directory) else sorted(set(os.listdir(directory)) - written)
+    with atomic.replacing_directory(directory, keep=kept) as scratch:
+        for relative, text in assets.items():
+            os.makedirs(os.path.dirname(os.path.join(scratch, relative)), exist_ok=True)
+            with open(os.path.join(scratch, relative), "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        for name, config in configs.items():
+            with open(os.path.join(scratch, name), "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=4)
+        for name, model in weights.items():
+            save_weights(model, os.path.join(scratch, name))
+        _write_metadata(scratch)
 
 
 def _serialize(part, assets):
@@ -168,8 +171,9 @@ def _without_build_state(config):
     return config
 
 
-def _prepare_directory(path, saving_task):
+def _check_directory(path, saving_task):
     directory = as_path(path)
+    atomic.recover(directory)  # a save killed while replacing it
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"Cannot save a preset to {directory!r}: it is a file. Pass a directory path.")
     entries = set(os.listdir(directory)) if os.path.isdir(directory) else set()
@@ -186,7 +190,6 @@ def _prepare_directory(path, saving_task):
             "longer match a part saved on its own. Re-save the whole task there with "
             "`task.save_to_preset(path)`, or save into a new directory."
         )
-    os.makedirs(directory, exist_ok=True)
     return directory
 
 

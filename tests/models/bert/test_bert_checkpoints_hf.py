@@ -244,6 +244,42 @@ def test_truncated_weights_file_is_detected(tmp_path, safe):
         kzoo.BertBackbone.from_preset(directory)
 
 
+def _touch(path):  # what the pickle below would call, were it unpickled with code allowed
+    open(path, "w").close()
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return _touch, (self.marker,)
+
+
+def test_pickle_holding_code_is_refused_as_unsafe_not_reported_as_damaged(tmp_path):
+    _, directory = _hf_directory(tmp_path, transformers.BertModel, safe=False)
+    state = torch.load(directory / "pytorch_model.bin", weights_only=True)
+    marker = tmp_path / "code_ran"
+    torch.save({**state, "payload": _RunsCode(str(marker))}, directory / "pytorch_model.bin")
+    with pytest.raises(ValueError) as raised:
+        kzoo.BertBackbone.from_preset(directory)
+    message = str(raised.value)
+    assert message.startswith(f"Refused to read {str(directory / 'pytorch_model.bin')!r} as unsafe: besides "
+                              f"tensors, its pickle calls or builds {__name__}._touch, which could run code, "
+                              "so nothing in it was run."), message
+    assert "`transformers.AutoModel.from_pretrained(d).save_pretrained(d, safe_serialization=True)`" in message
+    assert "truncated" not in message and "Download it again" not in message
+    assert not marker.exists()
+    torch.save({**state, "payload": _SystemCall()}, directory / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"calls or builds posix\.system"):  # a blocked module
+        kzoo.BertBackbone.from_preset(directory)
+
+
+class _SystemCall:
+    def __reduce__(self):
+        return os.system, ("true",)
+
+
 def test_pytorch_file_without_torch_says_what_to_install(tmp_path, monkeypatch):
     _, directory = _hf_directory(tmp_path, transformers.BertModel, safe=False)
     monkeypatch.setitem(__import__("sys").modules, "torch", None)

@@ -1,0 +1,76 @@
+"""Exact resume (issue 19, defect 6): a `fit` killed as an epoch ends and
+resumed by `keras.callbacks.BackupAndRestore` reproduces the uninterrupted
+run on the same backend: per-epoch losses and final weights to 1e-6. Two
+things make it so: `kzoo.layers.Dropout` saves its random state with the
+weights, and `Task.fit` orders data in memory by epoch
+(`kzoo.models.epoch_order`). Each run is a process of its own
+(tests/robustness/resume_worker.py); the killed one dies by `os._exit`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+import kzoo
+from kzoo.layers.dropout import SEED_STATE
+from kzoo.presets.weights import weight_shapes
+from tests.robustness import resume_worker
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(backup, out, *kill_at_epoch):
+    os.makedirs(out, exist_ok=True)
+    finished = subprocess.run(
+        [sys.executable, "-m", "tests.robustness.resume_worker", str(backup), str(out), *map(str, kill_at_epoch)],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "KERAS_BACKEND": keras.backend.backend()},
+    )
+    return finished.returncode, finished.stderr[-3000:]
+
+
+def _results(out):
+    losses = json.load(open(os.path.join(out, "losses.json")))
+    weights = np.load(os.path.join(out, "weights.npz"))
+    return [losses[str(epoch)] for epoch in range(resume_worker.EPOCHS)], [weights[k] for k in sorted(weights, key=lambda k: int(k.split("_")[1]))]
+
+
+def test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run(tmp_path):
+    code, stderr = _run(tmp_path / "backup_full", tmp_path / "full")
+    assert code == 0, stderr
+    losses, weights = _results(tmp_path / "full")
+    assert losses[-1] < losses[0] - 0.02, losses  # it learns, so a drift would show
+    code, stderr = _run(tmp_path / "backup", tmp_path / "resumed", 1)
+    assert code == 9, stderr
+    assert sorted(json.load(open(tmp_path / "resumed" / "losses.json"))) == ["0", "1"]
+    assert os.path.isfile(tmp_path / "backup" / "latest.weights.h5")
+    code, stderr = _run(tmp_path / "backup", tmp_path / "resumed")
+    assert code == 0, stderr
+    resumed_losses, resumed_weights = _results(tmp_path / "resumed")
+    np.testing.assert_allclose(resumed_losses, losses, rtol=0, atol=1e-6)
+    assert len(resumed_weights) == len(weights)
+    for resumed, uninterrupted in zip(resumed_weights, weights):
+        np.testing.assert_allclose(resumed, uninterrupted, rtol=0, atol=1e-6)
+    assert not os.path.exists(tmp_path / "backup")  # BackupAndRestore removes it once done
+
+
+def test_dropout_random_state_is_saved_with_the_weights(tmp_path):
+    model = kzoo.BertClassifier(kzoo.BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8,
+                                                  intermediate_dim=16, max_sequence_length=8), num_classes=2)
+    states = [v for v in model.variables if v.path.endswith(SEED_STATE)]
+    assert len(states) == 5, [v.path for v in states]  # embeddings, attention, 2 residuals, head
+    for k, state in enumerate(states):
+        state.assign(np.array([7 + k, 100 + k]).astype(state.dtype))
+    path = str(tmp_path / "model.weights.h5")
+    model.save_weights(path)
+    inputs = {"token_ids": np.ones((1, 8), "int32"), "segment_ids": np.zeros((1, 8), "int32"),
+              "padding_mask": np.ones((1, 8), "int32")}
+    model(inputs, training=True)  # every dropout draws: every state moves on
+    assert [keras.ops.convert_to_numpy(s)[1] for s in states] == [101 + k for k in range(5)]
+    model.load_weights(path)
+    assert [keras.ops.convert_to_numpy(s).tolist() for s in states] == [[7 + k, 100 + k] for k in range(5)]
+    # Not a weight: preset weight checks and parameter counts leave it out.
+    assert not any(name.endswith(SEED_STATE) for name in weight_shapes(path))
+    assert len(weight_shapes(path)) == len(model.weights)
