@@ -246,7 +246,10 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.cast(logits, "float32")  # softmax in float32 for fp16/bf16
         if mask is not None:
             logits = ops.where(mask, logits, large_negative_number("float32"))
-        probabilities = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        if logits.shape[-1] == 1:  # one key (a 1-token prefix): its weight is 1, without
+            probabilities = ops.ones_like(logits, self.compute_dtype)  # Keras' size-1 softmax warning
+        else:
+            probabilities = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         dropped = self.dropout_layer(probabilities, training=training)
         context = ops.einsum("bhts,bshd->bthd", dropped, v)  # (B, T, h, d_v)
         return context, probabilities
