@@ -7,8 +7,13 @@ from keras import ops
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone
+from kzoo.models.input_checks import check_id_inputs, check_ints, missing_token_ids
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+TEXT_HINT = (
+    "Pass text through the preprocessor first, backbone(kzoo.BertPreprocessor(tokenizer, "
+    "sequence_length)(texts)), or use a task such as kzoo.BertClassifier, which takes text."
+)
 
 
 def bert_initializer():
@@ -143,6 +148,10 @@ class BertBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_ints("BertBackbone", vocabulary_size=vocabulary_size, num_heads=num_heads, hidden_dim=hidden_dim,
+                   intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+                   num_segments=num_segments)
+        check_ints("BertBackbone", minimum=0, num_layers=num_layers)
         # === Layers ===
         self.token_embedding = TokenEmbedding(
             vocabulary_size,
@@ -256,10 +265,15 @@ class BertBackbone(Backbone):
                 f"BertBackbone takes a dict with keys {list(INPUT_NAMES)} (only "
                 f"`token_ids` is required); got keys {sorted(inputs)}."
             )
-        inputs = {
+        if inputs["token_ids"] is None:
+            raise missing_token_ids("token_ids", "BertBackbone", TEXT_HINT)
+        inputs = {  # None means absent: the default is filled in
             name: np.asarray(value) if isinstance(value, (list, tuple)) else value
             for name, value in inputs.items()
+            if value is not None
         }
+        tables = {"token_ids": self.vocabulary_size, "segment_ids": self.num_segments}
+        check_id_inputs(inputs, tables, "BertBackbone", TEXT_HINT)
         token_ids = inputs["token_ids"]
         # NumPy defaults for anything not the backend's (e.g. TensorFlow
         # tensors from a preprocessor, on JAX or torch).
