@@ -91,10 +91,15 @@ def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
         if value is None:
             continue
         if isinstance(value, (list, tuple)):
-            value = np.asarray(value)
+            value = arrays_from_lists({name: value}, owner)[name]
         if _is_text(value):
             raise ValueError(
                 f"{owner} takes token ids, not text: {name} holds strings. {text_hint}"
+            )
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            raise ValueError(
+                f"{owner}: {name} is an array of Python objects (e.g. rows of different lengths, or "
+                "None among the ids); ids must be an int array of shape (batch, sequence_length)."
             )
         shape = _shape(value)
         if shape is not None and len(shape) < 2:
@@ -110,6 +115,31 @@ def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
             _check_integral(values, name, owner)
             _check_int32(values, name, owner, tables[name])
     _check_shapes(shapes, owner, same_shape)
+
+
+def arrays_from_lists(inputs, owner):
+    """`inputs` (a dict) with lists and tuples made NumPy arrays and None
+    values dropped (None means absent); rows of different lengths are a
+    `ValueError` saying to pad them.
+
+    Example:
+
+    >>> arrays_from_lists({"token_ids": [[2, 3]], "segment_ids": None}, "BertBackbone")["token_ids"].shape
+    (1, 2)
+    """
+    arrays = {}
+    for name, value in inputs.items():
+        if isinstance(value, (list, tuple)):
+            try:
+                value = np.asarray(value)
+            except ValueError:
+                raise ValueError(
+                    f"{owner}: the rows of {name} have different lengths; ids must be an int array of "
+                    "shape (batch, sequence_length): pad the rows (the preprocessor does)."
+                ) from None
+        if value is not None:
+            arrays[name] = value
+    return arrays
 
 
 def missing_token_ids(name, owner, text_hint):
@@ -145,7 +175,7 @@ def _is_text(value):
     if dtype is None:
         return False
     if isinstance(dtype, np.dtype):
-        return dtype.kind in "USO"
+        return dtype.kind in "US" or (dtype == object and any(isinstance(v, (str, bytes)) for v in value.flat))
     return getattr(dtype, "name", None) == "string"  # a tf.string tensor
 
 

@@ -209,7 +209,9 @@ class Task(keras.Model):
             return {**arguments, "x": self._check_packed(x) if isinstance(x, dict) else x}
         preprocessor = self._require_preprocessor()
         owner = type(self).__name__
-        x, y, sample_weight = (to_tensors(v, n, owner) for v, n in ((x, "x"), (y, "y"), (sample_weight, "sample_weight")))
+        x, y, sample_weight = (
+            to_tensors(value, name, owner) for value, name in ((x, "x"), (y, "y"), (sample_weight, "sample_weight"))
+        )
         self._check_labels(y, packed=False)
         x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
         return {**arguments, "x": x, "y": y, "sample_weight": sample_weight}

@@ -62,7 +62,7 @@ def check_strings(values, caller, name="inputs"):
     >>> check_strings(["a", None], "MyTokenizer", "x")
     Traceback (most recent call last):
     ...
-    ValueError: MyTokenizer expected strings, but x[1] is None (NoneType). A missing value (None, or NaN from an empty pandas cell) is not text: drop those examples or fill them with strings, e.g. `column.fillna("")`.
+    ValueError: MyTokenizer expected strings, but x[1] is None (NoneType). A missing value (None, or NaN ...
     """
     found = _first_non_string(values, ())
     if found is None:
@@ -120,7 +120,7 @@ def to_string_tensor(inputs, caller="BertTokenizer"):
     >>> to_string_tensor(["a", 2], caller="MyTokenizer")
     Traceback (most recent call last):
     ...
-    ValueError: MyTokenizer expected strings, but inputs[1] is 2 (int). Numbers are not turned into text silently: convert them yourself (str(value)) if they are text.
+    ValueError: MyTokenizer expected strings, but inputs[1] is 2 (int). Numbers are not turned into text ...
     """
     if isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
         if inputs.dtype != tf.string:

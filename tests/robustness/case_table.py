@@ -59,7 +59,8 @@ def tiny_models():
     tokenizer = kzoo.BertTokenizer(VOCABULARY)
     preprocessor = kzoo.BertPreprocessor(tokenizer, sequence_length=8)
     backbone = tiny_backbone(num_layers=1, hidden_dim=8, max_sequence_length=16)
-    classifier = kzoo.BertClassifier(tiny_backbone(num_layers=1, hidden_dim=8), num_classes=3, preprocessor=preprocessor)
+    classifier_backbone = tiny_backbone(num_layers=1, hidden_dim=8)
+    classifier = kzoo.BertClassifier(classifier_backbone, num_classes=3, preprocessor=preprocessor)
     transformer_tokenizer = kzoo.TransformerTokenizer(TRANSFORMER_VOCABULARY)
     transformer = kzoo.Transformer(
         vocabulary_size=len(TRANSFORMER_VOCABULARY), num_layers=1, hidden_dim=8, intermediate_dim=16,

@@ -117,7 +117,8 @@ EXAMPLE_CASES = [
          Raises(ValueError, "BertClassifier got 2 examples but 1 labels")),
     Case("fit_none_among_labels", lambda m: m.classifier.fit(TEXTS, [0, None], verbose=0),
          Raises(ValueError, "expected numbers or strings, but y[1] is None")),
-    Case("fit_none_among_sample_weights", lambda m: m.classifier.fit(TEXTS, [0, 1], sample_weight=[1.0, None], verbose=0),
+    Case("fit_none_among_sample_weights",
+         lambda m: m.classifier.fit(TEXTS, [0, 1], sample_weight=[1.0, None], verbose=0),
          Raises(ValueError, "sample_weight[1] is None")),
     Case("fit_negative_epochs", lambda m: m.classifier.fit(TEXTS, [0, 1], epochs=-1, verbose=0),
          Raises(ValueError, "epochs must be an int >= 0; got -1")),
@@ -125,7 +126,10 @@ EXAMPLE_CASES = [
          Raises(ValueError, "batch_size must be an int >= 1; got 1.5 (float)")),
 ]
 
-ONE_HOT_MESSAGE = ("labels must be one class id per example, shape (batch,); got shape (2, 3)", "labels.argmax(axis=-1)")
+ONE_HOT_MESSAGE = (
+    "labels must be one class id per example, shape (batch,); got shape (2, 3)",
+    "They look one-hot: pass labels.argmax(axis=-1)",
+)
 LABEL_CASES = [
     Case("one_hot_labels_with_texts", lambda m: m.classifier.fit(TEXTS, ONE_HOT, verbose=0),
          Raises(ValueError, *ONE_HOT_MESSAGE)),

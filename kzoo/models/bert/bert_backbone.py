@@ -7,7 +7,7 @@ from keras import ops
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone
-from kzoo.models.input_checks import check_id_inputs, check_ints, missing_token_ids
+from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 TEXT_HINT = (
@@ -267,11 +267,7 @@ class BertBackbone(Backbone):
             )
         if inputs["token_ids"] is None:
             raise missing_token_ids("token_ids", "BertBackbone", TEXT_HINT)
-        inputs = {  # None means absent: the default is filled in
-            name: np.asarray(value) if isinstance(value, (list, tuple)) else value
-            for name, value in inputs.items()
-            if value is not None
-        }
+        inputs = arrays_from_lists(inputs, "BertBackbone")  # None means absent: the default is filled in
         tables = {"token_ids": self.vocabulary_size, "segment_ids": self.num_segments}
         check_id_inputs(inputs, tables, "BertBackbone", TEXT_HINT)
         token_ids = inputs["token_ids"]

@@ -86,7 +86,7 @@ def pair_length(sequence_length, owner="BertPreprocessor", minimum=3):
     >>> pair_length(2)
     Traceback (most recent call last):
     ...
-    ValueError: BertPreprocessor: sequence_length=2 leaves no room for text: [CLS] A [SEP] needs 3 positions and a pair [CLS] A [SEP] B [SEP] 5 (one token each); use 8 or more.
+    ValueError: BertPreprocessor: sequence_length=2 leaves no room for text: [CLS] A [SEP] needs 3 positions ...
     """
     check_int(sequence_length, "sequence_length", owner)
     if sequence_length < minimum:

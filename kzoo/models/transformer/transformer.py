@@ -22,7 +22,7 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
-from kzoo.models.input_checks import check_id_inputs, check_ints, missing_token_ids
+from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
 from kzoo.models.transformer import transformer_generation
 from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
@@ -137,7 +137,8 @@ class Transformer(Backbone):
                    intermediate_dim=intermediate_dim, num_heads=num_heads, max_sequence_length=max_sequence_length)
         check_ints("Transformer", minimum=0, num_layers=num_layers, padding_id=padding_id, start_id=start_id,
                    end_id=end_id)
-        check_ints("Transformer", **{k: v for k, v in (("key_dim", key_dim), ("value_dim", value_dim)) if v is not None})
+        head_dims = {"key_dim": key_dim, "value_dim": value_dim}
+        check_ints("Transformer", **{name: value for name, value in head_dims.items() if value is not None})
         check_config(vocabulary_size, hidden_dim, num_heads, key_dim, position_encoding,
                      padding_id=padding_id, start_id=start_id, end_id=end_id)
 
@@ -421,10 +422,7 @@ def standardize_inputs(inputs, vocabulary_size=None):
     for name, value in inputs.items():
         if value is None:
             raise missing_token_ids(name, "Transformer", TEXT_HINT)
-    inputs = {
-        name: np.asarray(value) if isinstance(value, (list, tuple)) else value
-        for name, value in inputs.items()
-    }
+    inputs = arrays_from_lists(inputs, "Transformer")
     tables = {} if vocabulary_size is None else dict.fromkeys(INPUT_NAMES, vocabulary_size)
     check_id_inputs(inputs, tables, "Transformer", TEXT_HINT, same_shape=False)
     return inputs
