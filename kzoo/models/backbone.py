@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.models import batch_checks, serialization
+from kzoo.models.input_checks import check_examples
 
 
 class Backbone(keras.Model):
@@ -172,7 +173,9 @@ class Backbone(keras.Model):
         """`keras.Model.fit`, its inputs checked (`input_limits`); `shuffle`
         defaults to Keras' `True`, except for a `tf.data.Dataset` (which
         shuffles itself), where Keras' default would only warn that it is
-        ignored. An explicit `shuffle=True` is passed on."""
+        ignored. An explicit `shuffle=True` is passed on. No examples, or
+        labels of another length, are a `ValueError` (`check_examples`)."""
+        x, y = check_examples(x, y, type(self).__name__, batch_size, epochs)
         if shuffle is None:
             shuffle = not isinstance(x, tf.data.Dataset)
         x = batch_checks.checked(x, self.input_limits())
@@ -196,6 +199,13 @@ class Backbone(keras.Model):
         with batch_checks.reported(self):
             return super().predict(x, batch_size, verbose, **kwargs)
 
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.evaluate`, with no examples a `ValueError` (`check_examples`)."""
+        return super().evaluate(*check_examples(x, y, type(self).__name__), *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`, with no examples a `ValueError` (`check_examples`)."""
+        return super().predict(check_examples(x, None, type(self).__name__)[0], *args, **kwargs)
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.

@@ -103,7 +103,7 @@ def names_to_ids(labels, names, argument, owner):
     """
     if not _holds_strings(labels):
         return labels
-    tensor = to_tensors(list(labels) if isinstance(labels, tuple) else labels)
+    tensor = to_tensors(list(labels) if isinstance(labels, tuple) else labels, "y", owner)
     flat = tensor.flat_values if isinstance(tensor, tf.RaggedTensor) else tensor
     values = flat.numpy().astype(object)
     found, positions = np.unique(values.ravel(), return_inverse=True)

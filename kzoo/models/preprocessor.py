@@ -13,6 +13,7 @@ import tqdm
 
 from kzoo import presets
 from kzoo.models import serialization
+from kzoo.tokenizers.inputs import check_strings
 
 PREPROCESSING_CHUNK = 4096  # texts per eager call: vectorised, with a progress bar beyond one
 
@@ -176,27 +177,62 @@ class Preprocessor(keras.layers.Layer):
 # === Examples and labels ===
 
 
-def _to_tensor(value):
-    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists)."""
+def _to_tensor(value, name, caller):
+    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists); the
+    items of lists and object arrays checked, never turned into text."""
     if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
         return value
+    _check_items(value, name, caller)
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
         if len({len(row) for row in value}) > 1:
             return tf.ragged.constant([list(row) for row in value])
     array = np.asarray(value)
-    if array.dtype == object or array.dtype.kind == "U":
-        array = array.astype(str).astype(object)
+    if array.dtype.kind == "U":
+        array = array.astype(object)  # tf.constant takes str objects, not NumPy's fixed-width unicode
     return tf.constant(array)
 
 
-def to_tensors(value):
+def _check_items(value, name, caller):
+    """Text in memory must be strings only (`check_strings`), numbers
+    numbers only: a `ValueError` naming the first item that is neither."""
+    if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
+        return
+    if {type(item) for item in value} <= {str, bytes, int}:  # flat strings or ints: mixed ones found below
+        if all(type(item) is int for item in value) or not any(type(item) is int for item in value):
+            return
+    flat = list(_leaves(value))
+    if any(isinstance(item, (str, bytes)) for item in flat):
+        return check_strings(value, caller, name)
+    for index, item in enumerate(flat):
+        if isinstance(item, bool) or not isinstance(item, (int, float, np.number)) or item != item:
+            where = f"{name}[{index}]" if np.ndim(value) == 1 else f"item {index} of {name} (flattened)"
+            shown = item.item() if isinstance(item, np.generic) else item
+            raise ValueError(
+                f"{caller} expected numbers or strings, but {where} is {shown!r:.40} "
+                f"({type(item).__name__}). Drop or fill missing values first."
+            )
+
+
+def _leaves(value):
+    for item in value:
+        if isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0):
+            yield from _leaves(item)
+        else:
+            yield item
+
+
+def to_tensors(value, name="x", caller="kzoo"):
     """Examples or labels in memory as TensorFlow tensors: a tuple of columns
     (e.g. sentence pairs) stays a tuple; lists of unequal lists become ragged;
-    None stays None.
+    None stays None. Nothing becomes text silently: a list or object array
+    holding strings must hold strings only (None, numbers and NaN refused,
+    the first named), one of numbers numbers only.
 
     Args:
         value: list, NumPy array, tensor, tuple of those, or None. Examples or
             labels in memory.
+        name: str. The argument's name, for messages. Defaults to `"x"`.
+        caller: str. Who takes the values, for messages. Defaults to `"kzoo"`.
 
     Returns:
         A `tf.Tensor` / `tf.RaggedTensor`, a tuple of them, or None.
@@ -207,12 +243,16 @@ def to_tensors(value):
     [b'd', b'e f']
     >>> to_tensors([[1, 2], [3]]).to_list()
     [[1, 2], [3]]
+    >>> to_tensors(["a b", None], caller="BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier expected strings, but x[1] is None (NoneType). ...
     """
     if value is None:
         return None
     if isinstance(value, tuple):
-        return tuple(_to_tensor(v) for v in value)
-    return _to_tensor(value)
+        return tuple(_to_tensor(v, f"{name}[{i}]", caller) for i, v in enumerate(value))
+    return _to_tensor(value, name, caller)
 
 
 def num_rows(value):

@@ -81,15 +81,42 @@ def from_constructor_config(cls, config):
 
     Example:
 
+    >>> class Head:
+    ...     def __init__(self, units, dtype=None):
+    ...         self.units, self.dtype = units, dtype
     >>> policy = keras.dtype_policies.serialize(keras.DTypePolicy("bfloat16"))
-    >>> from_constructor_config(dict, {"dtype": policy})["dtype"].name
+    >>> from_constructor_config(Head, {"units": 2, "dtype": policy}).dtype.name
     'bfloat16'
+    >>> from_constructor_config(Head, {"unitz": 2})
+    Traceback (most recent call last):
+    ...
+    ValueError: The Head config has unknown field(s) ['unitz'] and lacks ['units'] ...
     """
+    _check_fields(cls, config)
     config = {
         key: keras.saving.deserialize_keras_object(value) if _is_serialized(value) else value
         for key, value in config.items()
     }
     return cls(**config)
+
+
+def _check_fields(cls, config):
+    """A `ValueError` naming the fields of a config (e.g. an edited
+    config.json) that the constructor does not take or needs and lacks,
+    before Keras would wrap the constructor's `TypeError` in its own words."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        named |= {"name", "trainable", "dtype"}  # keras.Model's arguments
+    required = [p.name for p in parameters if p.name in named and p.default is p.empty]
+    unknown = sorted(set(config) - named)
+    missing = [name for name in required if name not in config]
+    problems = ([f"has unknown field(s) {unknown}"] if unknown else []) + ([f"lacks {missing}"] if missing else [])
+    if problems:
+        raise ValueError(
+            f"The {cls.__name__} config {' and '.join(problems)} (was its config.json edited?). "
+            f"It takes {sorted(named)}."
+        )
 
 
 def _is_serialized(value):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.models import batch_checks, epoch_order, label_names, serialization
+from kzoo.models.input_checks import check_examples, check_int
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -179,7 +180,7 @@ class Task(keras.Model):
                 f"sequence_length={sequence_length} must lie in [3, "
                 f"{self.backbone.max_sequence_length}] (the backbone's position table)."
             )
-        self.preprocessor = self.preprocessor_for(self._require_preprocessor().tokenizer, int(sequence_length))
+        self.preprocessor = self.preprocessor_for(self._require_preprocessor().tokenizer, sequence_length)
 
     def _require_preprocessor(self):
         if self.preprocessor is None:
@@ -202,6 +203,7 @@ class Task(keras.Model):
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
         """Keras' `x, y, sample_weight, batch_size`, with raw text packed and labels checked."""
+        x, y = check_examples(x, y, type(self).__name__, batch_size)
         arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
         if isinstance(x, tf.data.Dataset):
             return {**arguments, "x": self._map_dataset(x)}
@@ -209,7 +211,10 @@ class Task(keras.Model):
             self._check_labels(y, packed=True)
             return {**arguments, "x": self._check_packed(x) if isinstance(x, dict) else x}
         preprocessor = self._require_preprocessor()
-        x, y, sample_weight = to_tensors(x), to_tensors(y), to_tensors(sample_weight)
+        owner = type(self).__name__
+        x, y, sample_weight = (
+            to_tensors(value, name, owner) for value, name in ((x, "x"), (y, "y"), (sample_weight, "sample_weight"))
+        )
         self._check_labels(y, packed=False)
         x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
         # Packed by a tokenizer that may not be the backbone's (one replaced since).
@@ -291,6 +296,7 @@ class Task(keras.Model):
         if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
             (x, x_held_out), (y, y_held_out) = (split_rows(to_tensors(v), validation_split) for v in (x, y))
             validation_data, validation_split = (x_held_out, y_held_out), 0.0
+        check_int(epochs, "epochs", type(self).__name__, minimum=0)
         train = self._prepare(x, y, sample_weight, batch_size)
         if validation_data is not None:
             unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)

@@ -45,6 +45,60 @@ def read_vocabulary(vocabulary):
     )
 
 
+def check_strings(values, caller, name="inputs"):
+    """A `ValueError` naming the first item of `values` that is not a string
+    (None, a number, NaN from an empty pandas cell): text is never made from
+    them silently (`str(None)` would be the text "None").
+
+    Args:
+        values: str, bytes, a (nested) list or tuple, or a NumPy array. Text
+            in memory; NumPy arrays of `str` or `bytes` dtype are text by type.
+        caller: str. Who expects strings, for the message.
+        name: str. The argument's name, for the message. Defaults to `"inputs"`.
+
+    Example:
+
+    >>> check_strings(["a", ["b", "c"]], "MyTokenizer")
+    >>> check_strings(["a", None], "MyTokenizer", "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: MyTokenizer expected strings, but x[1] is None (NoneType). A missing value (None, or NaN ...
+    """
+    found = _first_non_string(values, ())
+    if found is None:
+        return
+    path, value = found
+    kind = type(value).__name__
+    value = value.item() if isinstance(value, np.generic) else value  # 1, not np.int64(1)
+    where = name + "".join(f"[{i}]" for i in path)
+    missing = value is None or (isinstance(value, (float, np.floating)) and np.isnan(value))
+    if missing:
+        hint = (
+            " A missing value (None, or NaN from an empty pandas cell) is not text: drop those "
+            'examples or fill them with strings, e.g. `column.fillna("")`.'
+        )
+    elif isinstance(value, (int, float, complex, np.number, np.bool_)):
+        hint = " Numbers are not turned into text silently: convert them yourself (str(value)) if they are text."
+    else:
+        hint = ""
+    raise ValueError(f"{caller} expected strings, but {where} is {value!r:.40} ({kind}).{hint}")
+
+
+def _first_non_string(value, path):
+    """`(path, item)` of the first leaf of `value` that is not str or bytes, or None."""
+    if isinstance(value, (str, bytes)):
+        return None
+    if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+        return None
+    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
+        for i, item in enumerate(value):
+            found = _first_non_string(item, (*path, i))
+            if found is not None:
+                return found
+        return None
+    return path, value
+
+
 def to_string_tensor(inputs, caller="BertTokenizer"):
     """Text as a `tf.string` tensor, or a `ValueError` for anything that is
     not text (BERT sec. 3's input is text).
@@ -63,22 +117,24 @@ def to_string_tensor(inputs, caller="BertTokenizer"):
 
     >>> to_string_tensor(["a b"]).dtype.name
     'string'
-    >>> to_string_tensor([1, 2], caller="MyTokenizer")
+    >>> to_string_tensor(["a", 2], caller="MyTokenizer")
     Traceback (most recent call last):
     ...
-    ValueError: MyTokenizer expected strings, got object input: [1, 2]
+    ValueError: MyTokenizer expected strings, but inputs[1] is 2 (int). Numbers are not turned into text ...
     """
     if isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
         if inputs.dtype != tf.string:
+            values = tf.reshape(inputs.flat_values if isinstance(inputs, tf.RaggedTensor) else inputs, [-1])
+            example = ""
+            if tf.executing_eagerly() and int(tf.size(values)) > 0:
+                example = f" such as {values[0].numpy().item()!r}"
             raise ValueError(
-                f"{caller} expected strings (tf.string), got a {inputs.dtype.name} tensor."
+                f"{caller} expected strings (tf.string), got a {inputs.dtype.name} tensor{example}. "
+                "Numbers are not turned into text silently: convert them yourself if they are text."
             )
         return inputs
     if isinstance(inputs, (str, bytes)):
         return tf.constant(inputs)
+    check_strings(inputs, caller)
     array = np.asarray(inputs, dtype=object) if not isinstance(inputs, np.ndarray) else inputs
-    if array.dtype.kind in ("U", "S") or (
-        array.dtype == object and all(isinstance(x, (str, bytes)) for x in array.reshape(-1))
-    ):
-        return tf.constant(array.astype(object) if array.dtype.kind == "U" else array, dtype=tf.string)
-    raise ValueError(f"{caller} expected strings, got {array.dtype} input: {inputs!r:.80}")
+    return tf.constant(array.astype(object) if array.dtype.kind == "U" else array, dtype=tf.string)

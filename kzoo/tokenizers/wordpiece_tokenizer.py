@@ -40,7 +40,10 @@ class WordPieceTokenizer:
     Args:
         vocabulary: str or list of str. A vocabulary file (one token per
             line) or the tokens, in id order. Must hold the padding token,
-            the unknown token and the subclass's special tokens.
+            the unknown token and the subclass's special tokens. A token
+            listed twice keeps its last id, as in Hugging Face and
+            google-research/bert (`load_vocab`); its earlier ids are never
+            produced, and `detokenize` reads them as the token.
         lowercase: bool. `True` for uncased models: lower-case and strip
             accents, as the uncased BERT checkpoints; `False` keeps the text
             as it is. Defaults to `True`.
@@ -92,16 +95,23 @@ class WordPieceTokenizer:
         if kwargs:
             raise ValueError(f"Unknown {type(self).__name__} arguments: {sorted(kwargs)}")
         self.vocabulary = read_vocabulary(vocabulary)
-        self.lowercase = bool(lowercase)
+        owner = type(self).__name__
+        for name, value in (("lowercase", lowercase), ("strip_accents", strip_accents)):
+            if not isinstance(value, bool) and not (name == "strip_accents" and value is None):
+                raise ValueError(f"{owner}: {name} must be True or False; got {value!r} ({type(value).__name__}).")
+        limit = max_input_chars_per_word
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+            raise ValueError(f"{owner}: max_input_chars_per_word must be an int >= 1; got {limit!r}.")
+        self.lowercase = lowercase
         self.strip_accents = strip_accents
         self.unknown_token = unknown_token
         self.suffix_indicator = suffix_indicator
-        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.max_input_chars_per_word = int(limit)
         self.special_tokens_in_strings = bool(special_tokens_in_strings)
 
-        index = {}
-        for i, token in enumerate(self.vocabulary):
-            index.setdefault(token, i)
+        # A token listed twice has its last id, as in Hugging Face's and
+        # google-research's `load_vocab` (`vocab[token] = index`).
+        index = {token: i for i, token in enumerate(self.vocabulary)}
         required = {**self.special_tokens, "unknown_token_id": unknown_token}
         missing = [token for token in required.values() if token not in index]
         if missing:
@@ -115,11 +125,17 @@ class WordPieceTokenizer:
         self._padding_id = index[self.padding_token]
         self._special_ids = {t: index[t] for t in (*self.special_tokens.values(), unknown_token, self.padding_token)}
 
-        # Duplicate tokens (allowed in a vocabulary file, where the first wins)
-        # are made unique for the compiled model; they can never be produced.
+        # tensorflow-text refuses duplicates and empty tokens (a blank line,
+        # which Hugging Face keeps as a row): an earlier copy of a token, or an
+        # empty one, gets a stand-in that no text can produce (it holds a
+        # space, which splits words); `detokenize` reads a copy's id as the token.
         unique = [
-            token if index[token] == i else f"\x00kzoo-duplicate-{i}"
+            token if index[token] == i and token else f"\x02 unreachable {i}"
             for i, token in enumerate(self.vocabulary)
+        ]
+        self._duplicates = len(index) < len(self.vocabulary)
+        self._canonical_ids = [index[token] for token in self.vocabulary] + [
+            len(self.vocabulary) + i for i in range(len(self.hidden_pieces))
         ]
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=unique + list(self.hidden_pieces),
@@ -319,6 +335,13 @@ class WordPieceTokenizer:
             if ids.shape.rank == 0:
                 ids = tf.reshape(ids, [1])
             ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self._padding_id))
+        return self._pieces_to_text(ids)
+
+    def _pieces_to_text(self, ids):
+        """WordPiece's detokenization of ragged int32 ids, an earlier copy
+        of a duplicated token read as the token (see `__init__`)."""
+        if self._duplicates:
+            ids = tf.ragged.map_flat_values(lambda flat: tf.gather(self._canonical_ids, flat), ids)
         return self._wordpiece.detokenize(ids)
 
     # === Vocabulary ===

@@ -8,8 +8,13 @@ from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone
+from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+TEXT_HINT = (
+    "Pass text through the preprocessor first, backbone(kzoo.BertPreprocessor(tokenizer, "
+    "sequence_length)(texts)), or use a task such as kzoo.BertClassifier, which takes text."
+)
 
 
 def bert_initializer():
@@ -146,6 +151,10 @@ class BertBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_ints("BertBackbone", vocabulary_size=vocabulary_size, num_heads=num_heads, hidden_dim=hidden_dim,
+                   intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+                   num_segments=num_segments)
+        check_ints("BertBackbone", minimum=0, num_layers=num_layers)
         # === Layers ===
         self.token_embedding = TokenEmbedding(
             vocabulary_size,
@@ -270,10 +279,11 @@ class BertBackbone(Backbone):
                 f"BertBackbone takes a dict with keys {list(INPUT_NAMES)} (only "
                 f"`token_ids` is required); got keys {sorted(inputs)}."
             )
-        inputs = {
-            name: np.asarray(value) if isinstance(value, (list, tuple)) else value
-            for name, value in inputs.items()
-        }
+        if inputs["token_ids"] is None:
+            raise missing_token_ids("token_ids", "BertBackbone", TEXT_HINT)
+        inputs = arrays_from_lists(inputs, "BertBackbone")  # None means absent: the default is filled in
+        tables = {"token_ids": self.vocabulary_size, "segment_ids": self.num_segments}
+        check_id_inputs(inputs, tables, "BertBackbone", TEXT_HINT)
         token_ids = inputs["token_ids"]
         # NumPy defaults for anything not the backend's (e.g. TensorFlow
         # tensors from a preprocessor, on JAX or torch).

@@ -150,11 +150,35 @@ class BertClassifier(Task):
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
         y = label_names.names_to_ids(y, self.class_names, "class_names", type(self).__name__)
+        if y is not None and not hasattr(y, "element_spec"):  # labels in memory, not a dataset
+            self._check_label_shape(np.shape(y) if isinstance(y, (list, tuple)) else getattr(y, "shape", ()))
         return super()._prepare(x, y, sample_weight, batch_size)
+
+    def _map_dataset(self, dataset):
+        spec = dataset.element_spec
+        if isinstance(spec, tuple) and len(spec) > 1 and hasattr(spec[1], "shape"):
+            self._check_label_shape(spec[1].shape)  # before any batch is read
+        return super()._map_dataset(dataset)
 
     def _assert_labels(self, labels, packed):
         labels = label_names.names_to_ids_in_graph(labels, self.class_names, "class_names", type(self).__name__)
         return super()._assert_labels(labels, packed)
+
+    def _check_label_shape(self, shape):
+        """Labels are one class id (or score) per example, `(batch,)` or
+        `(batch, 1)`, on every backend: one-hot rows are refused, not guessed."""
+        shape = tuple(shape)
+        if len(shape) <= 1 or (len(shape) == 2 and shape[1] in (1, None)):
+            return
+        one_hot = len(shape) == 2 and shape[1] == self.num_classes
+        hint = (
+            " They look one-hot: pass labels.argmax(axis=-1), the class ids." if one_hot
+            else " Give one label per example."
+        )
+        raise ValueError(
+            f"BertClassifier labels must be one class id per example, shape (batch,); got shape "
+            f"{shape}.{hint}"
+        )
 
     def label_bounds(self, packed):
         return None if self.num_classes == 1 else (0, self.num_classes)

@@ -47,7 +47,7 @@ class BertMultipleChoicePreprocessor(Preprocessor):
 
     def __init__(self, tokenizer, sequence_length=512):
         super().__init__(tokenizer)
-        self.sequence_length = pair_length(sequence_length)
+        self.sequence_length = pair_length(sequence_length, "BertMultipleChoicePreprocessor", minimum=5)
 
     def call(self, x, y=None, sample_weight=None):
         if not isinstance(x, tuple) or len(x) != 2:

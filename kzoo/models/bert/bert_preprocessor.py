@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from kzoo.data.packing import keep_first, longest_first_budgets, pack_segments
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.input_checks import check_int
 from kzoo.models.preprocessor import Preprocessor
 
 
@@ -68,19 +69,30 @@ class BertPreprocessor(Preprocessor):
         return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
 
 
-def pair_length(sequence_length):
-    """`sequence_length` as an int, or a `ValueError` when it leaves no room
-    for a pair of segments (BERT sec. 3: `[CLS] A [SEP] B [SEP]`).
+def pair_length(sequence_length, owner="BertPreprocessor", minimum=3):
+    """`sequence_length`, or a `ValueError` when it is not an int or leaves
+    no room for text (BERT sec. 3: `[CLS] A [SEP]` needs 3 positions,
+    `[CLS] A [SEP] B [SEP]` 5).
+
+    Args:
+        sequence_length: int. The packed length.
+        owner: str. The preprocessor's name, for the message. Defaults to `"BertPreprocessor"`.
+        minimum: int. 3 for single texts (and pairs, checked when packed), 5 for pairs only.
 
     Example:
 
-    >>> pair_length(8.0)
+    >>> pair_length(8)
     8
+    >>> pair_length(2)
+    Traceback (most recent call last):
+    ...
+    ValueError: BertPreprocessor: sequence_length=2 leaves no room for text: [CLS] A [SEP] needs 3 positions ...
     """
-    if sequence_length < 3:
+    check_int(sequence_length, "sequence_length", owner)
+    if sequence_length < minimum:
         raise ValueError(
-            f"sequence_length={sequence_length} leaves no room for text: a pair "
-            "needs [CLS], two [SEP] and at least one token each; use 8 or more."
+            f"{owner}: sequence_length={sequence_length} leaves no room for text: [CLS] A [SEP] "
+            "needs 3 positions and a pair [CLS] A [SEP] B [SEP] 5 (one token each); use 8 or more."
         )
     return int(sequence_length)
 
@@ -106,6 +118,9 @@ def truncate_and_pack(segments, tokenizer, sequence_length):
     >>> packed["token_ids"].numpy().tolist()
     [[2, 5, 5, 3, 6, 3]]
     """
+    if len(segments) == 2:
+        segments = _same_rows(*segments)
+        pair_length(sequence_length, minimum=5)
     scalar = segments[0].shape.rank == 1  # a single string gives a 1-D tensor of ids
     if scalar:
         segments = [tf.RaggedTensor.from_tensor(tf.expand_dims(s, 0)) for s in segments]
@@ -117,3 +132,21 @@ def truncate_and_pack(segments, tokenizer, sequence_length):
         segments = [keep_first(segments[0], keep_a), keep_first(segments[1], keep_b)]
     outputs = pack_segments(segments, tokenizer, sequence_length)
     return {k: v[0] for k, v in outputs.items()} if scalar else outputs
+
+
+def _same_rows(first, second):
+    """The two segments, or an error when they hold different numbers of
+    texts (known now in eager calls; a `tf.data` assertion otherwise)."""
+    message = "The two columns of text pairs (texts_a, texts_b) have different lengths"
+    if first.shape.rank != second.shape.rank:
+        raise ValueError(f"{message}: give both as single strings or both as batches.")
+    if first.shape.rank == 1:  # two single strings: ids of one text each
+        return first, second
+    rows = [s.shape[0] for s in (first, second)]
+    if None not in rows:
+        if rows[0] != rows[1]:
+            raise ValueError(f"{message}: {rows[0]} and {rows[1]}. Each pair needs one text in each column.")
+        return first, second
+    check = tf.debugging.assert_equal(first.nrows(), second.nrows(), message=message)
+    with tf.control_dependencies([check]):
+        return tf.identity(first), second

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from kzoo.data.packing import keep_first, pack_segments
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.input_checks import check_ints
 from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
@@ -111,6 +112,8 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
     tokenizer_class = BertTokenizer
 
     def __init__(self, tokenizer, sequence_length=384, document_stride=128, max_question_length=64):
+        check_ints("BertQuestionAnswererPreprocessor", sequence_length=sequence_length,
+                   document_stride=document_stride, max_question_length=max_question_length)
         if document_stride < 1 or max_question_length < 1:
             raise ValueError(
                 f"document_stride={document_stride} and max_question_length={max_question_length} "

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from kzoo.data.packing import keep_first, pack_segments
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
+from kzoo.models.input_checks import check_int
 from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
@@ -144,6 +145,7 @@ class BertTokenClassifierPreprocessor(Preprocessor):
     tokenizer_class = BertTokenizer
 
     def __init__(self, tokenizer, sequence_length=128):
+        check_int(sequence_length, "sequence_length", "BertTokenClassifierPreprocessor")
         if sequence_length < 3:
             raise ValueError(
                 f"sequence_length={sequence_length} leaves no room for words: [CLS] and "

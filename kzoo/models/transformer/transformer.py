@@ -22,11 +22,13 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
+from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
 from kzoo.models.transformer import transformer_attention, transformer_generation
 from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
+TEXT_HINT = transformer_generation.TEXT_HINT
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 
 
@@ -131,6 +133,12 @@ class Transformer(Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_ints("Transformer", vocabulary_size=vocabulary_size, hidden_dim=hidden_dim,
+                   intermediate_dim=intermediate_dim, num_heads=num_heads, max_sequence_length=max_sequence_length)
+        check_ints("Transformer", minimum=0, num_layers=num_layers, padding_id=padding_id, start_id=start_id,
+                   end_id=end_id)
+        head_dims = {"key_dim": key_dim, "value_dim": value_dim}
+        check_ints("Transformer", **{name: value for name, value in head_dims.items() if value is not None})
         check_config(vocabulary_size, hidden_dim, num_heads, key_dim, position_encoding,
                      padding_id=padding_id, start_id=start_id, end_id=end_id)
 
@@ -197,7 +205,7 @@ class Transformer(Backbone):
     # === Forward pass (sec. 3) ===
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(standardize_inputs(inputs), *args, **kwargs)
+        return super().__call__(standardize_inputs(inputs, self.vocabulary_size), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None):
         # Checked here: JAX's compiled steps reach `call` through
@@ -412,15 +420,19 @@ def check_config(vocabulary_size, hidden_dim, num_heads, key_dim, position_encod
             )
 
 
-def standardize_inputs(inputs):
-    """The inputs dict with lists made arrays, or a `ValueError` naming the keys."""
+def standardize_inputs(inputs, vocabulary_size=None):
+    """The inputs dict with lists made arrays, checked (`check_id_inputs`,
+    ids against `vocabulary_size` if given), or a `ValueError` naming the keys."""
     if not isinstance(inputs, dict) or set(inputs) != set(INPUT_NAMES):
         got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
         raise ValueError(
             f"Transformer takes a dict with keys {list(INPUT_NAMES)} (source and target "
-            f"token ids, each (batch, length)); got {got}."
+            f"token ids, each (batch, length)); got {got}. {TEXT_HINT}"
         )
-    return {
-        name: np.asarray(value) if isinstance(value, (list, tuple)) else value
-        for name, value in inputs.items()
-    }
+    for name, value in inputs.items():
+        if value is None:
+            raise missing_token_ids(name, "Transformer", TEXT_HINT)
+    inputs = arrays_from_lists(inputs, "Transformer")
+    tables = {} if vocabulary_size is None else dict.fromkeys(INPUT_NAMES, vocabulary_size)
+    check_id_inputs(inputs, tables, "Transformer", TEXT_HINT, same_shape=False)
+    return inputs

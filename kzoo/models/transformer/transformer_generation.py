@@ -10,10 +10,15 @@ from keras import ops
 
 from kzoo.backend.checks import check_positions_fit
 from kzoo.backend import inference_function
+from kzoo.models.input_checks import check_id_inputs, check_int, missing_token_ids
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
 
 # Sec. 6.1: "maximum output length to input length + 50".
 EXTRA_OUTPUT_LENGTH = 50
+TEXT_HINT = (
+    "For text, use kzoo.TransformerPreprocessor (or the TransformerTokenizer) first: "
+    "model(preprocessor(sources, targets)[0]), or model.generate(preprocessor(sources))."
+)
 
 
 def initial_cache(model, encoder_token_ids, max_length):
@@ -127,7 +132,11 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
 
     Returns:
         int32 `(batch, max_length)`: the tokens after the start token, the
-        end token included, then padding.
+        end token included, then padding. A source with no token but `[EOS]`
+        and padding (an empty sentence, e.g. a blank line of a test set) gives
+        the empty translation, `[EOS]` then padding, so that outputs stay
+        aligned with inputs; a model trained on real sentences would otherwise
+        make words up.
 
     Example:
 
@@ -139,10 +148,9 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
     >>> tuple(tokens.shape)  # without max_length: (2, 54), padded source length 4 + 50
     (2, 5)
     """
+    _check_arguments(model, encoder_token_ids, beam_size, length_penalty, max_length)
     encoder_token_ids = ops.convert_to_tensor(encoder_token_ids, "int32")
     model.check_token_ids(encoder_token_ids, "encoder_token_ids")
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1 (1 is greedy search); got {beam_size}.")
     limit_by_source = max_length is None
     if limit_by_source:
         # The output buffer needs a static size: the whole position table
@@ -159,8 +167,26 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
     return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
 
 
+def _check_arguments(model, encoder_token_ids, beam_size, length_penalty, max_length):
+    """`ValueError`s before any work: ids that are not ids, and search
+    arguments that are not what they must be (never rounded or clipped)."""
+    if encoder_token_ids is None:
+        raise missing_token_ids("encoder_token_ids", "Transformer.generate", TEXT_HINT)
+    name = "encoder_token_ids"
+    check_id_inputs({name: encoder_token_ids}, {name: model.vocabulary_size}, "Transformer.generate", TEXT_HINT)
+    check_int(beam_size, "beam_size", "Transformer.generate", hint="1 is greedy search, 4 the paper's beam.")
+    if max_length is not None:
+        check_int(max_length, "max_length", "Transformer.generate", hint="None means source length + 50.")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or not length_penalty >= 0:
+        raise ValueError(
+            f"Transformer.generate: length_penalty (GNMT's α) must be a number >= 0; got "
+            f"{length_penalty!r}. The paper uses 0.6 (sec. 6.1)."
+        )
+
+
 def _search(model, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source):
-    """`generate` after its checks: encode once, then search (sec. 6.1)."""
+    """`generate` after its checks: encode once, then search (sec. 6.1); a
+    source with no token but [EOS] and padding gives the empty output."""
     length_limits = None
     if limit_by_source:
         source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, model.padding_id), "int32"), axis=1)
@@ -171,8 +197,18 @@ def _search(model, encoder_token_ids, beam_size, length_penalty, max_length, lim
         end_id=model.end_id, padding_id=model.padding_id, max_length=max_length, length_limits=length_limits
     )
     if beam_size == 1:
-        return greedy_search(model.next_token_logits, cache, start_ids, **search_arguments)
-    return beam_search(
-        model.next_token_logits, cache, start_ids,
-        beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
+        tokens = greedy_search(model.next_token_logits, cache, start_ids, **search_arguments)
+    else:
+        tokens = beam_search(
+            model.next_token_logits, cache, start_ids,
+            beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
+        )
+    # An empty source (e.g. a blank line of a test set) translates to the empty
+    # sentence, so outputs stay aligned with inputs: the model never saw one in training.
+    real = ops.logical_and(
+        ops.not_equal(encoder_token_ids, model.padding_id), ops.not_equal(encoder_token_ids, model.end_id)
     )
+    empty = ops.logical_not(ops.any(real, axis=1))[:, None]  # (batch, 1)
+    first = ops.equal(ops.arange(ops.shape(tokens)[1]), 0)[None, :]  # (1, max_length)
+    nothing = ops.where(first, model.end_id, model.padding_id)
+    return ops.where(empty, ops.cast(nothing, "int32"), tokens)

@@ -9,6 +9,7 @@ eagerly, its outputs feed `kzoo.Transformer` on TensorFlow, JAX or PyTorch.
 import keras
 import tensorflow as tf
 
+from kzoo.models.input_checks import check_ints
 from kzoo.models.preprocessor import Preprocessor
 from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
 
@@ -72,6 +73,9 @@ class TransformerPreprocessor(Preprocessor):
     tokenizer_class = TransformerTokenizer
 
     def __init__(self, tokenizer, source_length=256, target_length=256, pad=True):
+        check_ints("TransformerPreprocessor", source_length=source_length, target_length=target_length)
+        if not isinstance(pad, bool):
+            raise ValueError(f"TransformerPreprocessor: pad must be True or False; got {pad!r}.")
         if source_length < 2 or target_length < 1:
             raise ValueError(
                 f"source_length={source_length} and target_length={target_length} leave no room "

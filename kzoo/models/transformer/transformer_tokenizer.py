@@ -129,7 +129,7 @@ class TransformerTokenizer(WordPieceTokenizer):
         # Positions before the first [EOS] of each row.
         before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, self.end_id), tf.int32), axis=1), 0)
         keep = before_end & tf.not_equal(ids, self.padding_id) & tf.not_equal(ids, self.start_id)
-        text = self._wordpiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        text = self._pieces_to_text(tf.ragged.boolean_mask(ids, keep))
         return text[0] if scalar else text
 
 

@@ -376,5 +376,5 @@ def test_bad_inputs_raise():
     model = Transformer(**TINY)
     with pytest.raises(ValueError, match="dict with keys"):
         model({"token_ids": SOURCE})
-    with pytest.raises(ValueError, match="beam_size must be at least 1"):
+    with pytest.raises(ValueError, match="beam_size must be an int >= 1; got 0"):
         model.generate(SOURCE, beam_size=0)
