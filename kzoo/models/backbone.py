@@ -188,24 +188,19 @@ class Backbone(keras.Model):
                                shuffle, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.evaluate`, its inputs checked (`input_limits`)."""
+        """`keras.Model.evaluate`, its inputs checked: no examples is a
+        `ValueError` (`check_examples`), ids and lengths as `input_limits` says."""
+        x, y = check_examples(x, y, type(self).__name__, batch_size)
         x = batch_checks.checked(x, self.input_limits())
         with batch_checks.reported(self):
             return super().evaluate(x, y, batch_size, verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.predict`, its inputs checked (`input_limits`)."""
+        """`keras.Model.predict`, its inputs checked as in `evaluate`."""
+        x = check_examples(x, None, type(self).__name__, batch_size)[0]
         x = batch_checks.checked(x, self.input_limits())
         with batch_checks.reported(self):
             return super().predict(x, batch_size, verbose, **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        """`keras.Model.evaluate`, with no examples a `ValueError` (`check_examples`)."""
-        return super().evaluate(*check_examples(x, y, type(self).__name__), *args, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        """`keras.Model.predict`, with no examples a `ValueError` (`check_examples`)."""
-        return super().predict(check_examples(x, None, type(self).__name__)[0], *args, **kwargs)
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
