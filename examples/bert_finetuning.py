@@ -72,7 +72,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from example_runs import fit_progress, parse_arguments, smoke_directory
+from example_runs import parse_arguments, smoke_directory
+from kzoo.progress import fit_progress
 from offline_corpora import library_area_task
 
 LEARNING_RATE = 5e-5

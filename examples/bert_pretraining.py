@@ -44,7 +44,8 @@ import time
 import keras
 import numpy as np
 
-from example_runs import fit_progress, parse_arguments, smoke_directory
+from example_runs import parse_arguments, smoke_directory
+from kzoo.progress import fit_progress
 from offline_corpora import python_documentation
 
 

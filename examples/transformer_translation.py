@@ -44,7 +44,8 @@ import time
 
 import keras
 import tensorflow as tf
-from example_runs import Progress, fit_progress, parse_arguments, smoke_directory
+from example_runs import parse_arguments, smoke_directory
+from kzoo.progress import fit_progress
 from offline_corpora import message_catalog_pairs, split_by_source_hash
 
 from kzoo import Transformer, TransformerPreprocessor, TransformerTokenizer, corpus_bleu, transformer_optimizer
@@ -101,22 +102,6 @@ def length_batches(preprocessor, sources, targets, tokens_per_batch, shuffle):
     return batches.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in batches)))
 
 
-def translate(model, preprocessor, sources, batch_size, **search):
-    """Translations of `sources` (sec. 6.1's beam search), in batches of one
-    shape (`batch_size` sources of `MAX_LENGTH` tokens): one compilation."""
-    outputs = []
-    progress = Progress(len(sources), unit="sentence", label="beam search: ")
-    for start in range(0, len(sources), batch_size):
-        batch = sources[start : start + batch_size]
-        rows = batch + batch[:1] * (batch_size - len(batch))
-        source_ids = preprocessor(rows).to_tensor(shape=[None, MAX_LENGTH])
-        tokens = model.generate(source_ids.numpy(), **search)
-        texts = preprocessor.tokenizer.detokenize(keras.ops.convert_to_numpy(tokens)).numpy()
-        outputs.extend(text.decode("utf-8") for text in texts[: len(batch)])
-        progress.add(len(batch))
-    return outputs
-
-
 def main():
     args = parse_args()
     started = time.time()
@@ -156,8 +141,8 @@ def main():
 
     count = min(args.bleu_sentences, len(held_sources))
     sources_for_bleu, references = held_sources[:count], held_targets[:count]
-    hypotheses = translate(model, preprocessor, sources_for_bleu, args.translation_batch, beam_size=4,
-                           length_penalty=0.6)
+    hypotheses = kzoo.translate(model, preprocessor, sources_for_bleu, args.translation_batch,
+                                progress=True, beam_size=4, length_penalty=0.6)
     model_bleu = corpus_bleu(hypotheses, references)
     copy_bleu = corpus_bleu(sources_for_bleu, references)
     print(f"BLEU on {count} held-out messages: Transformer {model_bleu:.1f}, "

@@ -20,7 +20,8 @@ Public API:
   `kzoo.TransformerPreprocessor`, the training recipe
   (`kzoo.transformer_optimizer`, `kzoo.TransformerSchedule`,
   `kzoo.LabelSmoothedCrossEntropy`, `kzoo.CheckpointAveraging`), greedy and
-  beam search (`Transformer.generate`) and `kzoo.corpus_bleu`.
+  beam search (`Transformer.generate`, `kzoo.translate` on raw text) and
+  `kzoo.corpus_bleu`.
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
@@ -71,9 +72,10 @@ from kzoo.models.transformer import (
     corpus_bleu,
     perplexity,
     transformer_optimizer,
+    translate,
 )
 from kzoo.presets import list_presets
-from kzoo import visualize  # noqa: E402  (matplotlib is imported when a picture is drawn)
+from kzoo import progress, visualize  # noqa: E402  (matplotlib is imported when a picture is drawn)
 from kzoo.version import __version__
 
 __all__ = [
@@ -112,5 +114,6 @@ __all__ = [
     "pretraining_phases",
     "squad_metrics",
     "transformer_optimizer",
+    "translate",
     "visualize",
 ]

@@ -17,11 +17,13 @@ import kzoo
 import kzoo.data
 import kzoo.layers
 import kzoo.tokenizers
+import kzoo_cli
 
 
 def _modules():
-    for info in pkgutil.walk_packages(kzoo.__path__, prefix="kzoo."):
-        yield importlib.import_module(info.name)
+    for package in (kzoo, kzoo_cli):  # the library, and the `kzoo` command beside it
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            yield importlib.import_module(info.name)
 
 
 def _doctests():

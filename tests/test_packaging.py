@@ -1,4 +1,5 @@
-"""A non-editable install (a built wheel) carries the preset files and every module."""
+"""A non-editable install (a built wheel) carries the preset files, every
+module, and the `kzoo` command."""
 
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from kzoo.presets import list_presets
 def test_wheel_contains_every_preset(tmp_path):
     root = Path(__file__).resolve().parents[1]
     source = tmp_path / "source"  # build from a copy: setuptools writes build/ into the tree
-    for folder in ("kzoo", "presets"):
+    for folder in ("kzoo", "kzoo_cli", "presets"):
         shutil.copytree(root / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(root / name, source / name)
@@ -31,5 +32,8 @@ def test_wheel_contains_every_preset(tmp_path):
     assert shipped == set(list_presets())
     assert "kzoo/models/bert/bert_backbone.py" in names
     # Every module ships: a package missing from pyproject.toml's list works from the source tree only.
-    modules = {p.relative_to(source).as_posix() for p in (source / "kzoo").rglob("*.py")}
+    modules = {p.relative_to(source).as_posix() for package in ("kzoo", "kzoo_cli")
+               for p in (source / package).rglob("*.py")}
     assert modules <= names, sorted(modules - names)
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "kzoo = kzoo_cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

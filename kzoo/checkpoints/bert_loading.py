@@ -201,15 +201,15 @@ def _rows_to_load(model, name, task, backbone, source):
     if source.has_head(Head(POOLER)):
         rows += POOLER
     elif task.uses_pooler:
-        missing.append("the pooler (pooled_output)")
+        missing.append("pooler (pooled_output)")
     for head in task.heads:
         if source.has_head(head):
             rows += head.rows
         elif head.pretrained:
-            missing.append(f"the {head.rows[0].kzoo.split('/')[0]} head")
+            missing.append(f"{head.rows[0].kzoo.split('/')[0]} head")
     if missing:
         warnings.warn(
-            f"{source.location!r} has no {' and no '.join(missing)}: freshly initialised in the "
+            f"{source.location!r} has no {' and '.join(missing)}: freshly initialised in the "
             f"{name}. Train it before use, or load a checkpoint that has it "
             f"(a Hugging Face {task.hf_architecture}).",
             UserWarning,

@@ -1,4 +1,4 @@
-"""Converts BERT checkpoints between formats: `python -m kzoo.convert SRC DST [--format kzoo|huggingface]`.
+"""Converts BERT checkpoints between formats: `kzoo convert SRC DST [--format kzoo|huggingface]`.
 
 SRC is a Hugging Face directory or `hf://owner/name`, a google-research
 directory or .zip, a KerasHub preset directory, or a kzoo preset directory.
@@ -8,11 +8,10 @@ checkpoint becomes a `kzoo.BertPretrainer`), and its tokenizer. DST is
 written as a kzoo preset directory (default) or a Hugging Face directory that
 `transformers` loads. A progress bar runs over the tensors.
 
-    python -m kzoo.convert uncased_L-12_H-768_A-12.zip bert_base_uncased
-    python -m kzoo.convert bert_base_uncased bert_base_uncased_hf --format huggingface
+    kzoo convert uncased_L-12_H-768_A-12.zip bert_base_uncased
+    kzoo convert bert_base_uncased bert_base_uncased_hf --format huggingface
 """
 
-import argparse
 import os
 
 import keras
@@ -79,34 +78,3 @@ def convert(source, destination, format="kzoo", progress=True):
     else:  # one write, so a failed conversion leaves no backbone without its tokenizer
         save_directory(model, destination, tokenizer=tokenizer)
     return model
-
-
-def main(argv=None):
-    """The command line (see the module docstring).
-
-    Args:
-        argv: list of str. The arguments. Defaults to `None`: `sys.argv[1:]`.
-
-    Returns:
-        The exit status, 0.
-
-    Example:
-
-    >>> main(["--help"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    SystemExit: 0
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m kzoo.convert",
-        description="Convert a BERT checkpoint (Hugging Face, google-research, KerasHub or kzoo) "
-        "into a kzoo preset directory or a Hugging Face directory.",
-    )
-    parser.add_argument("source", help="directory, .zip, or hf://owner/name")
-    parser.add_argument("destination", help="new or empty directory")
-    parser.add_argument("--format", choices=EXPORT_FORMATS, default="kzoo")
-    arguments = parser.parse_args(argv)
-    model = convert(arguments.source, arguments.destination, arguments.format)
-    print(f"Wrote a {type(model).__name__} ({model.count_params():,} parameters) to "
-          f"{arguments.destination} ({arguments.format} format).")
-    return 0

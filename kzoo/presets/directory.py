@@ -10,6 +10,8 @@ The file names are those of KerasHub's `keras_hub/src/utils/preset_utils.py`:
     task.json                        a task model (backbone + head), preprocessor referenced
     task.weights.h5                  all of the task's weights (backbone included)
     metadata.json                    kzoo and Keras versions, backend, classes, parameters, date
+    training_curves.png              optional: how the model was trained (the `kzoo` command
+                                     draws it there); kept when the preset is re-saved
 
 Any JSON string that begins with `assets/` is a path relative to the
 directory, so a directory can be moved or copied. Weights files hold no
@@ -32,6 +34,7 @@ MODEL_WEIGHTS_FILE = "model.weights.h5"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 ASSET_DIR = "assets"
 VOCABULARY_FILE = f"{ASSET_DIR}/tokenizer/vocabulary.txt"
+TRAINING_CURVES_FILE = "training_curves.png"
 
 # Each part of a preset (its role): its JSON file, and its weights file for models.
 PART_FILES = {
@@ -41,7 +44,7 @@ PART_FILES = {
     "tokenizer": TOKENIZER_FILE,
 }
 WEIGHTS_FILES = {"task": TASK_WEIGHTS_FILE, "backbone": MODEL_WEIGHTS_FILE}
-PRESET_ENTRIES = {*PART_FILES.values(), *WEIGHTS_FILES.values(), METADATA_FILE, ASSET_DIR}
+PRESET_ENTRIES = {*PART_FILES.values(), *WEIGHTS_FILES.values(), METADATA_FILE, ASSET_DIR, TRAINING_CURVES_FILE}
 RESAVE = "Re-save the preset with `save_to_preset(path)`"
 
 

@@ -24,6 +24,7 @@ from kzoo.presets.directory import (
     PART_FILES,
     PRESET_ENTRIES,
     TASK_FILE,
+    TRAINING_CURVES_FILE,
     VOCABULARY_FILE,
     WEIGHTS_FILES,
     as_path,
@@ -124,8 +125,9 @@ def _write_parts(path, parts):
     directory = _check_directory(path, saving_task="task" in parts)
     weights = {WEIGHTS_FILES[role]: parts[role] for role in WEIGHTS_FILES.keys() & parts.keys()}
     written = {*configs, *weights, METADATA_FILE}
-    # A task's directory describes that task alone; a part joins the others.
-    kept = [] if "task" in parts or not os.path.isdir(directory) else sorted(set(os.listdir(directory)) - written)
+    # A task's directory describes that task alone (its training curves kept); a part joins the others.
+    existing = set(os.listdir(directory)) if os.path.isdir(directory) else set()
+    kept = sorted(existing & {TRAINING_CURVES_FILE} if "task" in parts else existing - written)
     with atomic.replacing_directory(directory, keep=kept) as scratch:
         for relative, text in assets.items():
             os.makedirs(os.path.dirname(os.path.join(scratch, relative)), exist_ok=True)

@@ -14,6 +14,7 @@ from kzoo.models.transformer.transformer_parameters import transformer_parameter
 from kzoo.models.transformer.transformer_preprocessor import TransformerPreprocessor
 from kzoo.models.transformer.transformer_schedule import TransformerSchedule
 from kzoo.models.transformer.transformer_tokenizer import TransformerTokenizer
+from kzoo.models.transformer.transformer_translation import translate
 from kzoo.models.transformer.translation_metrics import BleuScore, corpus_bleu, perplexity
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "perplexity",
     "transformer_optimizer",
     "transformer_parameter_count",
+    "translate",
 ]

@@ -1,0 +1,164 @@
+"""The `kzoo` command's arguments: argparse only, so `kzoo --help` and every
+`kzoo COMMAND --help` answer without loading TensorFlow or a Keras backend."""
+
+import argparse
+
+BACKENDS = ("tensorflow", "jax", "torch")
+TABLE_FORMATS = ("csv", "tsv", "jsonl")
+TEXT_FORMATS = (*TABLE_FORMATS, "txt")
+
+EPILOG = """exit status: 0 done; 2 bad arguments, files or columns (the message says what
+to change); 1 anything else (with its traceback).
+
+The backend is --backend, else the KERAS_BACKEND environment variable, else
+tensorflow. Examples:
+  kzoo presets --family bert
+  kzoo finetune all_minilm_l6_v2 --train train.csv --text-column text --label-column label --output model
+  kzoo predict model --input new.csv --text-column text > predictions.csv
+  kzoo fill-mask bert_base_uncased "The capital of France is [MASK]."
+"""
+
+
+def _backend_option(parser, default):
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=default,
+        help="Keras backend to run on (default: $KERAS_BACKEND, else tensorflow)",
+    )
+
+
+def _command(commands, name, description, backend=True):
+    # SUPPRESS: a --backend given before the command is not overwritten by the subparser's default.
+    parser = commands.add_parser(name, help=description, description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    if backend:
+        _backend_option(parser, argparse.SUPPRESS)
+    return parser
+
+
+def _table_input(parser, default_column):
+    parser.add_argument("--text-column", action="append", metavar="NAME",
+                        help=f"column holding the text (default: {default_column!r}); give it twice for "
+                             "sentence pairs (segment A, then B)")
+    parser.add_argument("--input-format", choices=TEXT_FORMATS,
+                        help="csv, tsv, jsonl (one JSON object a line) or txt (one text a line); "
+                             "default: from the file's extension, txt for standard input")
+
+
+def _training(parser, epochs, batch_size, learning_rate, sequence_length):
+    if epochs is not None:
+        parser.add_argument("--epochs", type=int, default=epochs, help=f"passes over the data (default: {epochs})")
+    parser.add_argument("--batch-size", type=int, default=batch_size, help=f"default: {batch_size}")
+    parser.add_argument("--learning-rate", type=float, default=learning_rate,
+                        help=f"peak learning rate after warm-up (default: {learning_rate:g})")
+    parser.add_argument("--sequence-length", type=int, default=sequence_length,
+                        help=f"tokens per example, [CLS] and [SEP] included (default: {sequence_length})")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def build_parser(prog="kzoo"):
+    """The argument parser of the `kzoo` command, one subparser per command.
+
+    Args:
+        prog: str. The program's name in messages. Defaults to `"kzoo"`.
+
+    Returns:
+        An `argparse.ArgumentParser`; `parse_args` gives a namespace whose
+        `command` names the command.
+
+    Example:
+
+    >>> arguments = build_parser().parse_args(["fill-mask", "bert_tiny", "Paris is [MASK]."])
+    >>> arguments.command, arguments.texts, arguments.top_k
+    ('fill-mask', ['Paris is [MASK].'], 5)
+    """
+    parser = argparse.ArgumentParser(
+        prog=prog, description="kzoo: BERT and the Transformer on TensorFlow, JAX and PyTorch, from the shell.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _backend_option(parser, None)
+    parser.add_argument("--version", action="store_true", help="print kzoo's version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    presets = _command(commands, "presets", "List the built-in presets: names, sizes, where weights come from.",
+                       backend=False)
+    presets.add_argument("--family", choices=("bert", "transformer"), help="only this model family")
+    presets.add_argument("--details", action="store_true", help="also print each preset's description")
+
+    convert = _command(commands, "convert", "Convert a BERT checkpoint (Hugging Face, google-research, "
+                       "KerasHub or kzoo) into a kzoo preset or a Hugging Face directory.")
+    convert.add_argument("source", help="directory, .zip, or hf://owner/name")
+    convert.add_argument("destination", help="new or empty directory")
+    convert.add_argument("--format", choices=("kzoo", "huggingface"), default="kzoo",
+                         help="what to write (default: kzoo)")
+
+    finetune = _command(commands, "finetune", "Fine-tune a BERT classifier on a labelled table of texts "
+                        "(BERT sec. 4.1) and save it as a preset directory with its class names.")
+    finetune.add_argument("preset", help="preset name (kzoo presets) or directory to start from")
+    finetune.add_argument("--train", required=True, metavar="FILE", help="training examples (.csv, .tsv, .jsonl)")
+    finetune.add_argument("--validation", metavar="FILE", help="held-out examples, evaluated after each epoch")
+    _table_input(finetune, "text")
+    finetune.add_argument("--label-column", default="label", metavar="NAME", help="default: 'label'")
+    finetune.add_argument("--class-names", metavar="A,B,...",
+                          help="the classes, in label-id order (default: the training labels, sorted)")
+    finetune.add_argument("--output", required=True, metavar="DIR",
+                          help="preset directory to write (with training_curves.png)")
+    _training(finetune, epochs=3, batch_size=32, learning_rate=5e-5, sequence_length=128)
+
+    predict = _command(commands, "predict", "Classify texts with a fine-tuned classifier: "
+                       "labels and probabilities as CSV or JSON lines.")
+    predict.add_argument("model", help="preset directory written by `kzoo finetune` (or any classifier preset)")
+    predict.add_argument("--input", default="-", metavar="FILE", help="texts to classify; - for standard input "
+                         "(default)")
+    _table_input(predict, "text")
+    predict.add_argument("--output", default="-", metavar="FILE", help="- for standard output (default)")
+    predict.add_argument("--output-format", choices=("csv", "jsonl"),
+                         help="default: from the output file's extension, csv for standard output")
+    predict.add_argument("--batch-size", type=int, default=32, help="default: 32")
+
+    fill_mask = _command(commands, "fill-mask", "Predict the tokens written as [MASK] in a text "
+                         "(BERT sec. 3.1, the masked LM).")
+    fill_mask.add_argument("preset", help="a preset with a masked-LM head (pre-trained), name or directory")
+    fill_mask.add_argument("texts", nargs="+", metavar="TEXT", help='e.g. "The capital of France is [MASK]."')
+    fill_mask.add_argument("--top-k", type=int, default=5, help="candidates per [MASK] (default: 5)")
+    fill_mask.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+
+    attention = _command(commands, "attention", "Draw every attention map of a BERT model for a text "
+                         "(layers x heads) to a picture.")
+    attention.add_argument("preset", help="preset name or directory")
+    attention.add_argument("text", help="the text (segment A)")
+    attention.add_argument("--pair", metavar="TEXT", help="a second segment (B)")
+    attention.add_argument("--out", required=True, metavar="FILE", help="picture to write (.png, .svg, .pdf)")
+    attention.add_argument("--layers", metavar="I,J,...", help="layers to draw, 0-based, negative from the end "
+                           "(default: all)")
+    attention.add_argument("--heads", metavar="I,J,...", help="heads to draw (default: all)")
+
+    translate = _command(commands, "translate", "Translate sentences with a trained Transformer "
+                         "(beam search, sec. 6.1).")
+    translate.add_argument("model", help="directory with transformer_translation.keras and preprocessor/ "
+                           "(what examples/transformer_translation.py saves)")
+    translate.add_argument("--input", default="-", metavar="FILE",
+                           help="one sentence a line; - for standard input (default)")
+    translate.add_argument("--output", default="-", metavar="FILE", help="- for standard output (default)")
+    translate.add_argument("--beam-size", type=int, default=4, help="1 is greedy search (default: 4)")
+    translate.add_argument("--length-penalty", type=float, default=0.6, help="alpha (default: 0.6)")
+    translate.add_argument("--batch-size", type=int, default=32, help="default: 32")
+
+    pretrain = _command(commands, "pretrain", "Pre-train BERT (masked LM + next sentence prediction, "
+                        "BERT sec. 3.1) on text files: one sentence a line, a blank line between documents.")
+    pretrain.add_argument("--corpus", required=True, action="append", metavar="GLOB",
+                          help="text files, e.g. 'shards/*.txt' (quote it); may be given more than once")
+    pretrain.add_argument("--output", required=True, metavar="DIR",
+                          help="preset directory to write (with training_curves.png)")
+    start = pretrain.add_mutually_exclusive_group()
+    start.add_argument("--architecture", default="bert_tiny", metavar="PRESET",
+                       help="start from random weights with this preset's architecture and a WordPiece "
+                            "vocabulary learned from the corpus (default: bert_tiny)")
+    start.add_argument("--preset", metavar="PRESET",
+                       help="continue pre-training this pre-trained preset (its weights and tokenizer)")
+    pretrain.add_argument("--vocabulary-size", type=int, default=8000,
+                          help="WordPiece tokens to learn with --architecture (default: 8000)")
+    pretrain.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: 1000)")
+    pretrain.add_argument("--dupe-factor", type=int, default=5,
+                          help="passes over the corpus when drawing pairs and masks (default: 5)")
+    _training(pretrain, epochs=None, batch_size=32, learning_rate=1e-4, sequence_length=128)
+    return parser

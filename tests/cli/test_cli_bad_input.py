@@ -1,0 +1,89 @@
+"""Bad files, columns and arguments: exit status 2 and one line in kzoo's words
+that says what was wrong and what to do, before any model is loaded or trained
+(the output directory is left as it was)."""
+
+import os
+
+import pytest
+
+from tests.cli.cli_fixtures import expect_error, labelled_rows, run, write_csv, write_jsonl
+
+pytestmark = pytest.mark.backend_independent  # refused before kzoo or a backend loads (tests/conftest.py)
+
+
+@pytest.fixture
+def files(tmp_path):
+    write_csv(tmp_path / "train.csv", labelled_rows(1))
+    write_csv(tmp_path / "one_class.csv", [("good film", "positive"), ("bad film", "positive")])
+    write_csv(tmp_path / "empty_label.csv", [("good film", "positive"), ("bad film", "")])
+    write_csv(tmp_path / "other.csv", [("good film", "neutral")])
+    (tmp_path / "ragged.csv").write_text("text,label\ngood film,positive,extra\n")
+    (tmp_path / "header_only.csv").write_text("text,label\n")
+    (tmp_path / "blank.csv").write_text("")
+    (tmp_path / "train.xlsx").write_text("not a table")
+    (tmp_path / "latin1.csv").write_bytes("text,label\ncaf\xe9,positive\n".encode("latin-1"))
+    write_jsonl(tmp_path / "numbers.jsonl", [{"text": "good film", "label": "positive"}, {"text": 5, "label": "x"}])
+    (tmp_path / "broken.jsonl").write_text('{"text": "good film", "label": "positive"}\n{"text": "bad\n')
+    write_jsonl(tmp_path / "list.jsonl", [["good film", "positive"]])
+    (tmp_path / "texts.txt").write_text("good film\n")
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "notes.txt").write_text("mine")
+    return tmp_path
+
+
+CASES = {
+    "missing file": (["finetune", "p", "--train", "nothing.csv", "--output", "out"], ["No such file: 'nothing.csv'"]),
+    "unknown extension": (["finetune", "p", "--train", "train.xlsx", "--output", "out"],
+                          ["Cannot tell the format of 'train.xlsx'", "--input-format"]),
+    "misspelt column": (["finetune", "p", "--train", "train.csv", "--text-column", "txet", "--output", "out"],
+                        ["train.csv has no column 'txet' (its columns: text, label). Did you mean 'text'?"]),
+    "missing label column": (["finetune", "p", "--train", "train.csv", "--label-column", "class", "--output", "o"],
+                             ["train.csv has no column 'class'", "--label-column"]),
+    "one class": (["finetune", "p", "--train", "one_class.csv", "--output", "out"],
+                  ["The training labels hold one class ('positive')"]),
+    "empty label": (["finetune", "p", "--train", "empty_label.csv", "--output", "out"],
+                    ["empty_label.csv, line 3: the label in column 'label' is empty"]),
+    "unknown validation label": (["finetune", "p", "--train", "train.csv", "--validation", "other.csv",
+                                  "--output", "out"], ["other.csv has labels that are not among the classes",
+                                                       "'neutral'"]),
+    "class names miss a label": (["finetune", "p", "--train", "train.csv", "--class-names", "positive,neutral",
+                                  "--output", "out"], ["'negative'", "--class-names"]),
+    "ragged row": (["finetune", "p", "--train", "ragged.csv", "--output", "out"],
+                   ["ragged.csv, line 2: 3 fields where the header has 2"]),
+    "no rows": (["finetune", "p", "--train", "header_only.csv", "--output", "out"], ["header_only.csv holds no rows"]),
+    "empty file": (["finetune", "p", "--train", "blank.csv", "--output", "out"], ["blank.csv is empty"]),
+    "not utf-8": (["finetune", "p", "--train", "latin1.csv", "--output", "out"], ["latin1.csv is not UTF-8 text"]),
+    "number as text": (["finetune", "p", "--train", "numbers.jsonl", "--output", "out"],
+                       ["numbers.jsonl, line 2: the text in column 'text' is a int (5), not a string"]),
+    "broken json": (["finetune", "p", "--train", "broken.jsonl", "--output", "out"],
+                    ["broken.jsonl, line 2: not JSON"]),
+    "json list": (["finetune", "p", "--train", "list.jsonl", "--output", "out"],
+                  ["list.jsonl, line 1: a JSON list, not an object"]),
+    "output holds other files": (["finetune", "p", "--train", "train.csv", "--output", "occupied"],
+                                 ["--output 'occupied' holds ['notes.txt'], which are not preset files"]),
+    "output is a file": (["finetune", "p", "--train", "train.csv", "--output", "train.csv"],
+                         ["--output 'train.csv' is a file"]),
+    "zero epochs": (["finetune", "p", "--train", "train.csv", "--output", "out", "--epochs", "0"],
+                    ["--epochs must be at least 1; got 0"]),
+    "three text columns": (["predict", "m", "--input", "train.csv", "--text-column", "a", "--text-column", "b",
+                            "--text-column", "c"], ["--text-column was given 3 times"]),
+    "columns of a txt file": (["predict", "m", "--input", "texts.txt", "--text-column", "review"],
+                              ["A .txt input holds one text a line and no columns"]),
+    "not a translation model": (["translate", "occupied", "--input", "texts.txt"],
+                                ["'occupied' is not a saved translation model", "transformer_translation.keras"]),
+    "layers not numbers": (["attention", "p", "text", "--out", "a.png", "--layers", "first,last"],
+                           ["--layers takes integers separated by commas"]),
+    "picture format": (["attention", "p", "text", "--out", "a.jpg"], ["name the picture .png, .svg or .pdf"]),
+    "zero top-k": (["fill-mask", "p", "[MASK]", "--top-k", "0"], ["--top-k must be at least 1; got 0"]),
+    "zero steps": (["pretrain", "--corpus", "*.txt", "--output", "out", "--steps", "0"],
+                   ["--steps must be at least 1; got 0"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_exits_2_with_a_clear_message(files, case):
+    arguments, fragments = CASES[case]
+    before = sorted(os.listdir(files))
+    expect_error(run(*arguments, cwd=files), *fragments)
+    assert sorted(os.listdir(files)) == before  # no output directory, no half-written file
+    assert os.listdir(files / "occupied") == ["notes.txt"]
