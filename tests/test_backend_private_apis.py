@@ -48,3 +48,9 @@ def test_the_optimizer_state_names_the_fused_step_reads():
     optimizer = keras.optimizers.AdamW()
     optimizer.build([keras.Variable([1.0])])
     assert len(optimizer._momentums) == len(optimizer._velocities) == 1
+
+
+def test_backup_and_restore_metadata_file(tmp_path):
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    assert backup._training_metadata_path == str(tmp_path / "backup" / "training_metadata.json")
+    assert '"epoch": self._current_epoch' in inspect.getsource(type(backup)._save_model)

@@ -57,6 +57,9 @@ when one disappears (a silently unused override would only be slower).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
+- `keras.callbacks.BackupAndRestore._training_metadata_path` (the JSON file
+  holding the epochs a backup has finished), read by
+  `kzoo.models.epoch_order.resumed_stream` (keras 3.15.1).
 - JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
   `jax_state_sync()` (keras 3.15.1).
 - TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`

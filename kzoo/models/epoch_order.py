@@ -1,4 +1,5 @@
-"""In-memory training data in an order that is a function of the epoch, for
+"""In-memory training data in an order that is a function of the epoch, and
+a `tf.data` stream read from where the interrupted run stopped, for
 `Task.fit`: a resumed `fit` sees the batches the uninterrupted one saw.
 
 Keras shuffles arrays in memory from a random state that lives only in the
@@ -11,6 +12,9 @@ NumPy's global generator when `fit` starts, so a script seeded with
 `keras.utils.set_random_seed` (as a reproducible run is) gets the same one
 when it is run again to resume.
 """
+
+import json
+import os
 
 import keras
 import numpy as np
@@ -114,3 +118,40 @@ class FollowEpochs(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.data.set_epoch(epoch)
+
+
+def resumed_stream(dataset, callbacks, steps_per_epoch):
+    """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
+    `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
+    the batches of the epochs a `keras.callbacks.BackupAndRestore` among
+    `callbacks` has backed up: a resumed `fit` reads the batches the
+    uninterrupted one would read next. A pipeline seeded as
+    `kzoo.data.pretraining_dataset(..., seed=s)` is is the same stream in
+    every process; the skipped batches are computed by the pipeline (no
+    training step), which is fast next to training.
+
+    Args:
+        dataset: `tf.data.Dataset`. The training batches.
+        callbacks: list of `keras.callbacks.Callback` or None. `fit`'s.
+        steps_per_epoch: int. Batches per epoch.
+
+    Returns:
+        The dataset, or the dataset after the batches already trained on.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> dataset = tf.data.Dataset.range(100)
+    >>> resumed_stream(dataset, None, 10) is dataset  # no backup: from the start
+    True
+    """
+    for callback in callbacks or ():
+        if not isinstance(callback, keras.callbacks.BackupAndRestore):
+            continue
+        path = callback._training_metadata_path  # written with each backup (kzoo.backend's list)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as file:
+                finished = int(json.load(file)["epoch"])
+            if finished:
+                return dataset.skip(finished * int(steps_per_epoch))
+    return dataset

@@ -288,9 +288,10 @@ class Task(keras.Model):
         `validation_split` holds out the last fraction of raw text in memory
         too, and `shuffle=None` (the default) is True except for a
         `tf.data.Dataset`, which shuffles itself. Data in memory is shuffled
-        by epoch (`kzoo.models.epoch_order`), so that a `fit` resumed by
-        `keras.callbacks.BackupAndRestore` sees the batches the uninterrupted
-        one saw."""
+        by epoch, and a dataset read with `steps_per_epoch` is read on from
+        where a backup stopped (`kzoo.models.epoch_order`), so that a `fit`
+        resumed by `keras.callbacks.BackupAndRestore` sees the batches the
+        uninterrupted one saw."""
         if not self.compiled:
             self.compile()
         if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
@@ -307,6 +308,8 @@ class Task(keras.Model):
         if shuffle is True and isinstance(train["x"], dict) and not validation_split and "steps_per_epoch" not in kwargs:
             train, callbacks = epoch_order.ordered_by_epoch(train, callbacks)  # a resumed fit: the same batches
             shuffle = False
+        elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
+            train["x"] = epoch_order.resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         with batch_checks.reported(self):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_split=validation_split,

@@ -1,8 +1,10 @@
 """Exact resume (issue 19, defect 6): a `fit` killed as an epoch ends and
 resumed by `keras.callbacks.BackupAndRestore` reproduces the uninterrupted
-run on the same backend: per-epoch losses and final weights to 1e-6. Two
-things make it so: `kzoo.layers.Dropout` saves its random state with the
-weights, and `Task.fit` orders data in memory by epoch
+run on the same backend: per-epoch losses and final weights to 1e-6, for
+fine-tuning on data in memory and pre-training on a `tf.data` stream.
+Three things make it so: `kzoo.layers.Dropout` saves its random state with
+the weights, `Task.fit` orders data in memory by epoch, and reads a stream
+(`steps_per_epoch`) on from the batch where the backup stopped
 (`kzoo.models.epoch_order`). Each run is a process of its own
 (tests/robustness/resume_worker.py); the killed one dies by `os._exit`."""
 
@@ -13,6 +15,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 
 import kzoo
 from kzoo.layers.dropout import SEED_STATE
@@ -22,10 +25,11 @@ from tests.robustness import resume_worker
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(backup, out, *kill_at_epoch):
+def _run(task, backup, out, *kill_at_epoch):
     os.makedirs(out, exist_ok=True)
     finished = subprocess.run(
-        [sys.executable, "-m", "tests.robustness.resume_worker", str(backup), str(out), *map(str, kill_at_epoch)],
+        [sys.executable, "-m", "tests.robustness.resume_worker", task, str(backup), str(out),
+         *map(str, kill_at_epoch)],
         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "KERAS_BACKEND": keras.backend.backend()},
     )
     return finished.returncode, finished.stderr[-3000:]
@@ -37,16 +41,17 @@ def _results(out):
     return [losses[str(epoch)] for epoch in range(resume_worker.EPOCHS)], [weights[k] for k in sorted(weights, key=lambda k: int(k.split("_")[1]))]
 
 
-def test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run(tmp_path):
-    code, stderr = _run(tmp_path / "backup_full", tmp_path / "full")
+@pytest.mark.parametrize("task", ["finetune", "pretrain"])
+def test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run(tmp_path, task):
+    code, stderr = _run(task, tmp_path / "backup_full", tmp_path / "full")
     assert code == 0, stderr
     losses, weights = _results(tmp_path / "full")
     assert losses[-1] < losses[0] - 0.02, losses  # it learns, so a drift would show
-    code, stderr = _run(tmp_path / "backup", tmp_path / "resumed", 1)
+    code, stderr = _run(task, tmp_path / "backup", tmp_path / "resumed", 1)
     assert code == 9, stderr
     assert sorted(json.load(open(tmp_path / "resumed" / "losses.json"))) == ["0", "1"]
     assert os.path.isfile(tmp_path / "backup" / "latest.weights.h5")
-    code, stderr = _run(tmp_path / "backup", tmp_path / "resumed")
+    code, stderr = _run(task, tmp_path / "backup", tmp_path / "resumed")
     assert code == 0, stderr
     resumed_losses, resumed_weights = _results(tmp_path / "resumed")
     np.testing.assert_allclose(resumed_losses, losses, rtol=0, atol=1e-6)
