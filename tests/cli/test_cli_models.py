@@ -1,6 +1,10 @@
 """`kzoo fill-mask`, `attention`, `translate`, `pretrain`, `convert` and
-`presets`, run as commands on this test run's backend, against the Python
-API on the same saved models."""
+`presets`, run as commands against the Python API on the same saved models.
+
+The command's own code is the same on every backend, and the library under
+it is tested on each: these run under one backend (tests/conftest.py; the
+torch process of tests/run_all_backends.py), and the last test runs the
+command on another. `test_cli_finetune.py` runs on every backend."""
 
 import json
 import os
@@ -19,6 +23,8 @@ from tests.cli.cli_fixtures import (
     save_classifier_preset,
     save_pretrainer_preset,
 )
+
+pytestmark = pytest.mark.backend_independent
 
 
 def test_fill_mask_matches_the_python_api(tmp_path):
