@@ -11,6 +11,9 @@ plain `keras.ops`; what differs is how Keras runs it:
   autograd on torch, as is on JAX (which compiles its loops anyway).
 - `keep_state_on_error`: a model keeps its weights when `fit`/`predict` fail
   on JAX (`kzoo.backend.jax`).
+- `checked_before_step`: kzoo's own steps, whose batches are checked before
+  the step, are told apart from a user's step compiled with XLA on
+  TensorFlow, which cannot check ids and warns when traced.
 - `is_concrete`: whether a tensor's values can be read now (input checks run
   in eager calls, not inside traced or compiled functions); `kzoo.backend.checks`
   holds the checks.
@@ -158,6 +161,22 @@ def inference_function(function):
     if backend == "torch":
         return torch.without_autograd(function)
     return function
+
+
+def checked_before_step():
+    """A context manager for kzoo's own `fit`/`evaluate`/`predict`/`generate`,
+    which check ids and lengths before each compiled step: inside it, a step
+    traced with XLA on TensorFlow does not warn that it cannot check them
+    (`kzoo.backend.tensorflow.checked_before_step`); nothing elsewhere.
+
+    Example:
+
+    >>> with checked_before_step():
+    ...     pass
+    """
+    if _backend() == "tensorflow":
+        return tensorflow.checked_before_step()
+    return contextlib.nullcontext()
 
 
 def keep_state_on_error(model):

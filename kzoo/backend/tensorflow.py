@@ -10,7 +10,10 @@ Keras would allow it (no `tf.distribute` strategy, every layer
 `supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores Keras' own choice (XLA
 compile time outweighs its speed for many short fits of small models: the
 test suite sets it). Under XLA, TensorFlow cannot check id ranges inside the
-compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`).
+compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`),
+and a step compiled outside them (a user's own `keras.Model` around a kzoo
+backbone, with `jit_compile=True`) gets a warning when it is traced
+(`checked_before_step`).
 
 Process set-up
 --------------
@@ -43,6 +46,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 
 LOG_LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 
@@ -266,10 +270,39 @@ def assert_always(tensor, ok, template, values):
         return tf.nest.map_structure(tf.identity, tensor)
 
 
+UNCHECKED_UNDER_XLA = (
+    "kzoo cannot check ids and lengths inside a step compiled with XLA on TensorFlow (XLA drops "
+    "assertions and clamps out-of-range ids to the table's last row, silently), and this step is "
+    "not one of kzoo's models', which check each batch before it. Check your batches first "
+    "(kzoo.models.batch_checks.checked(inputs, backbone.input_limits())), or compile with "
+    "jit_compile=False, where kzoo's checks fail a bad step."
+)
+_checked_before_step = [0]  # how many kzoo fit/evaluate/predict/generate calls are running
+
+
+@contextlib.contextmanager
+def checked_before_step():
+    """While it runs, steps traced under XLA are kzoo's, whose batches were
+    checked before the step: `assert_in_graph` does not warn.
+
+    Example:
+
+    >>> with checked_before_step():
+    ...     _checked_before_step[0]
+    1
+    """
+    _checked_before_step[0] += 1
+    try:
+        yield
+    finally:
+        _checked_before_step[0] -= 1
+
+
 def assert_in_graph(tensor, bounds, template):
     """`tensor` checked inside a TensorFlow graph: `bounds(tensor)` gives
     `(ok, values)` and `assert_always` ties the assertion. Under XLA, which
-    drops assertion ops, `tensor` as is (see `kzoo.backend.checks`).
+    drops assertion ops, `tensor` as is (see `kzoo.backend.checks`), with a
+    warning unless kzoo checked the batch before the step (`checked_before_step`).
 
     Example:
 
@@ -279,6 +312,8 @@ def assert_in_graph(tensor, bounds, template):
     3
     """
     if in_xla_compilation():
+        if not _checked_before_step[0]:
+            warnings.warn(UNCHECKED_UNDER_XLA, UserWarning, stacklevel=2)
         return tensor
     ok, values = bounds(tensor)
     return assert_always(tensor, ok, template, values)

@@ -15,7 +15,7 @@ import re
 
 import tensorflow as tf
 
-from kzoo.backend import checks, keep_state_on_error
+from kzoo.backend import checked_before_step, checks, keep_state_on_error
 
 WHERE = " Found in batch {} of the dataset (counting from 0)."
 # The text of a failed `checks.assert_batch` inside tf.data (one line).
@@ -79,7 +79,7 @@ def reported(model):
     raised as the eager `ValueError` (the same words) instead of TensorFlow's
     `InvalidArgumentError`."""
     try:
-        with keep_state_on_error(model):
+        with keep_state_on_error(model), checked_before_step():
             yield
     except tf.errors.InvalidArgumentError as error:
         found = _ASSERTION.search(str(error))

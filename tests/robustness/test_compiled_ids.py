@@ -9,6 +9,8 @@ once per module and reused: a case snapshots the state, runs the bad data,
 and compares.
 """
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -181,8 +183,9 @@ def test_user_model_around_the_backbone(request, mode, case, entry):
     if mode == "xla" and (case != "too_long" or entry == "fit"):
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "XLA on TensorFlow drops assertions and clamps out-of-range ids (a too-long input "
-            "retraced with an unknown length fails in XLA's words): not covered in models "
-            "kzoo does not drive")))
+            "retraced with an unknown length fails in XLA's words): in models kzoo does not "
+            "drive, the step is not refused, but it is not silent either: "
+            "test_user_model_compiled_with_xla_on_tensorflow_is_warned")))
     keras.utils.set_random_seed(0)
     model = user_model(mode)
     model.fit(*good_bert_batch(), verbose=0)
@@ -191,6 +194,20 @@ def test_user_model_around_the_backbone(request, mode, case, entry):
     # known then (not when `fit` retraces with an unknown length).
     error = ValueError if case == "too_long" and entry != "fit" else USER_ERROR[BACKEND]
     assert_refused(model, entry, x, y, BERT_CASES[case], error=error)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
+def test_user_model_compiled_with_xla_on_tensorflow_is_warned():
+    """A step kzoo cannot check is not silent: tracing it warns, saying what to do."""
+    model = user_model("xla")
+    with pytest.warns(UserWarning, match=r"kzoo cannot check ids and lengths inside a step compiled with XLA on "
+                                         r"TensorFlow .* jit_compile=False"):
+        model.fit(*good_bert_batch(), verbose=0)
+    task = compiled(kzoo.BertClassifier(backbone(), num_classes=2), "xla")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # kzoo's own steps are checked before they run: no warning
+        task.fit(*good_bert_batch(), verbose=0)
+        task.predict(good_bert_batch()[0], verbose=0)
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="JAX only")

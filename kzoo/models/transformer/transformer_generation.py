@@ -9,7 +9,7 @@ methods `initial_cache`, `next_token_logits` and `generate`.
 from keras import ops
 
 from kzoo.backend.checks import check_positions_fit
-from kzoo.backend import inference_function
+from kzoo.backend import checked_before_step, inference_function
 from kzoo.models.input_checks import check_id_inputs, check_int, missing_token_ids
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
 
@@ -164,7 +164,8 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
     if search is None:  # compiled once per model; not a tracked attribute
         search = inference_function(lambda *arguments: _search(model, *arguments))
         model.__dict__["_inference_search"] = search
-    return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
+    with checked_before_step():  # the source ids were checked above; the search makes the rest
+        return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
 
 
 def _check_arguments(model, encoder_token_ids, beam_size, length_penalty, max_length):
