@@ -208,9 +208,11 @@ def _rows_to_load(model, name, task, backbone, source):
         elif head.pretrained:
             missing.append(f"{head.rows[0].kzoo.split('/')[0]} head")
     if missing:
+        listed = " or ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1 else missing)
+        them = "them" if len(missing) > 1 else "it"
         warnings.warn(
-            f"{source.location!r} has no {' and '.join(missing)}: freshly initialised in the "
-            f"{name}. Train it before use, or load a checkpoint that has it "
+            f"{source.location!r} has no {listed}: freshly initialised in the {name}. Train {them} before "
+            f"use, or load a checkpoint that has {them} "
             f"(a Hugging Face {task.hf_architecture}).",
             UserWarning,
             stacklevel=4,
