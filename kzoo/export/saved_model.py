@@ -129,18 +129,15 @@ def export_saved_model(model, path, preprocessor=None, **options):
             and `null_score_threshold` (question answerer), `beam_size`,
             `length_penalty` and `max_length` (Transformer).
 
-    Example:
+    Example (`kzoo.models.Task.export` shows a SavedModel written and served):
 
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
-    >>> backbone = BertBackbone(vocabulary_size=6, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                         intermediate_dim=16, max_sequence_length=8)
-    >>> model = BertClassifier(backbone, class_names=["no", "yes"],
-    ...                        preprocessor=BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]))
-    >>> path = os.path.join(tempfile.mkdtemp(), "classifier")
-    >>> export_saved_model(model, path)
-    >>> sorted(os.listdir(path))
-    ['assets', 'fingerprint.pb', 'saved_model.pb', 'variables']
+    >>> import tempfile
+    >>> from kzoo import BertBackbone, BertClassifier
+    >>> backbone = BertBackbone(vocabulary_size=6, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> export_saved_model(BertClassifier(backbone, num_classes=2), tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    ValueError: This BertClassifier has no preprocessor, and its SavedModel takes strings: attach one ...
     """
     name = type(model).__name__
     path = _checked_path(path, name)

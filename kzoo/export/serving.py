@@ -103,8 +103,8 @@ def serve_features(model, preprocessor, text_pairs=False):
     >>> model = BertFeatureExtractor(backbone, strategy="last_hidden",
     ...     preprocessor=BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]))
     >>> served = serve_features(model, model.preprocessor).function(tf.constant(["hi"]))
-    >>> served["features"].shape, served["padding_mask"].numpy().tolist()
-    (TensorShape([1, 8, 8]), [[1, 1, 1, 0, 0, 0, 0, 0]])
+    >>> tuple(served["features"].shape), served["padding_mask"].numpy().tolist()
+    ((1, 8, 8), [[1, 1, 1, 0, 0, 0, 0, 0]])
     """
 
     def outputs(packed):

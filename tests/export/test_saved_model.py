@@ -61,7 +61,7 @@ def fine_tuned_classifier():
                                 preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16))
     texts, labels = topic_sentences(64, seed=0)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))  # a few steps that change its predictions
-    model.fit(texts, [names[label] for label in labels], batch_size=8, epochs=6, verbose=0)
+    model.fit(texts, [names[label] for label in labels], batch_size=16, epochs=15, verbose=0)
     return model
 
 
