@@ -11,11 +11,10 @@ from kzoo.models.bert.bert_heads import dense_head, float32_logits
 from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
 from kzoo.models.bert.bert_token_classifier_preprocessor import (
     IGNORED_LABEL,
+    OUTSIDE_TAG,
     BertTokenClassifierPreprocessor,
 )
 from kzoo.models.task import Task
-
-OUTSIDE_TAG = "O"
 
 
 def _over_tokens(sample_weight, labels):

@@ -22,6 +22,7 @@ from kzoo.models.preprocessor import Preprocessor
 from kzoo.tokenizers.inputs import to_string_tensor
 
 IGNORED_LABEL = -1
+OUTSIDE_TAG = "O"  # the tag of a word that gets no prediction (cut off by truncation)
 
 
 def _words(x):

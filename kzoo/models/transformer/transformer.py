@@ -357,6 +357,38 @@ class Transformer(Backbone):
     generate = transformer_generation.generate
     attention_maps = transformer_attention.attention_maps  # Figures 3-5
 
+    def export(self, path, format="tf_saved_model", preprocessor=None, **options):
+        """Writes a translator for serving (`kzoo.export`): `"tf_saved_model"`
+        is a TensorFlow SavedModel whose `serving_default` takes source strings
+        (`text`) and returns `translation` strings, with the tokenizer and
+        sec. 6.1's beam search inside the graph; it serves with TensorFlow and
+        tensorflow-text alone. From JAX or PyTorch the export goes through
+        TensorFlow in a new process, with the same weights.
+
+        Args:
+            path: str or os.PathLike. A new or empty directory, or an earlier SavedModel.
+            format: str. A name in `kzoo.export.FORMATS`. Defaults to `"tf_saved_model"`.
+            preprocessor: `kzoo.TransformerPreprocessor`. The one the model was
+                trained with (required). Defaults to `None`.
+            **options: `beam_size` (4), `length_penalty` (0.6), `max_length`
+                (source length + 50), as for `generate`.
+
+        Example:
+
+        >>> import os, tempfile
+        >>> import kzoo
+        >>> tokenizer = kzoo.TransformerTokenizer(["[PAD]", "[UNK]", "[BOS]", "[EOS]", "a", "b"])
+        >>> model = Transformer(vocabulary_size=6, num_layers=1, num_heads=2, hidden_dim=8,
+        ...                     intermediate_dim=16, max_sequence_length=16)
+        >>> path = os.path.join(tempfile.mkdtemp(), "translator")
+        >>> model.export(path, preprocessor=kzoo.TransformerPreprocessor(tokenizer, 8, 8), beam_size=2)
+        >>> sorted(os.listdir(path))
+        ['assets', 'fingerprint.pb', 'saved_model.pb', 'variables']
+        """
+        from kzoo import export  # noqa: PLC0415 (kzoo.export serves the models: it comes after them)
+
+        export.export(self, path, format=format, preprocessor=preprocessor, **options)
+
     # === Training recipe (sec. 5.3, 5.4) ===
 
     def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):

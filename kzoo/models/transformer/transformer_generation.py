@@ -114,7 +114,7 @@ def next_token_logits(model, token_ids, cache, index):
     return model.vocabulary_logits(x)[:, 0, :], cache
 
 
-def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_length=None):
+def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_length=None, compiled=True):
     """Translates: beam search with the GNMT length penalty (sec. 6.1: beam
     size 4, α = 0.6, at most input length + 50 tokens, early stop), or
     greedy decoding with `beam_size=1`.
@@ -129,6 +129,11 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
             tokens + 50 (sec. 6.1), in a buffer of the padded source length +
             50 (at most `max_sequence_length`, which is the buffer when the
             source length is unknown at trace time).
+        compiled: bool. Run the search compiled for the backend
+            (`kzoo.backend.inference_function`: XLA on TensorFlow). `False`
+            runs it as plain ops, for an enclosing TensorFlow graph such as a
+            SavedModel's (`kzoo.export`), where an XLA function would compile
+            again for every new batch size. Defaults to `True`.
 
     Returns:
         int32 `(batch, max_length)`: the tokens after the start token, the
@@ -160,6 +165,8 @@ def generate(model, encoder_token_ids, beam_size=4, length_penalty=0.6, max_leng
         buffer_length = model.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
         max_length = min(buffer_length, model.max_sequence_length)
     check_positions_fit(0, max_length, model.max_sequence_length, "decoder_token_ids")
+    if not compiled:
+        return _search(model, encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
     search = model.__dict__.get("_inference_search")
     if search is None:  # compiled once per model; not a tracked attribute
         search = inference_function(lambda *arguments: _search(model, *arguments))
