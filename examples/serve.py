@@ -1,4 +1,4 @@
-"""Serve the main job's fine-tuned classifier over HTTP from its SavedModel alone (no kzoo, no Keras).
+"""Serve the main job's fine-tuned classifier over HTTP from its SavedModel alone (no kzoo).
 
     python examples/serve.py                              # export finetuned/bert_python_docs_areas, then serve
     python examples/serve.py --saved-model exported/areas # serve an export that exists
@@ -11,7 +11,8 @@
    class names and probabilities.
 2. Serve: a small HTTP server on 127.0.0.1 (Python's `http.server`) that
    loads the SavedModel with TensorFlow and tensorflow-text only: the
-   serving half of this file imports neither kzoo nor Keras.
+   serving half of this file never imports kzoo, so a serving machine needs
+   `pip install tensorflow tensorflow-text` and the exported directory.
    `GET /` describes the inputs and outputs; `POST /predict` takes a JSON
    object with one list of strings per input of the signature
    (`{"text": [...]}`; a pair classifier wants `"text_a"` and `"text_b"`) and answers
@@ -222,7 +223,7 @@ def smoke_requests(port, inputs):
     good = {name: ["Return the square root of x.", "Open the file and read its lines."] for name in inputs}
     status, answer = post(port, json.dumps(good).encode())
     assert status == 200, answer
-    print(f"POST {json.dumps(good)}\n  -> 200 {json.dumps(answer)[:300]}")
+    print(f"POST {json.dumps(good)}\n  -> 200 {json.dumps(answer)[:300]}", flush=True)
     one = inputs[0]
     malformed = {
         "not JSON": b"texts=hello",
@@ -234,7 +235,7 @@ def smoke_requests(port, inputs):
     for what, body in malformed.items():
         status, answer = post(port, body)
         assert 400 <= status < 500 and "error" in answer, (what, status, answer)
-        print(f"{what}: {status} {answer['error'][:110]}")
+        print(f"{what}: {status} {answer['error'][:110]}", flush=True)
     assert one in good
 
 
