@@ -224,7 +224,6 @@ def smoke_requests(port, inputs):
     status, answer = post(port, json.dumps(good).encode())
     assert status == 200, answer
     print(f"POST {json.dumps(good)}\n  -> 200 {json.dumps(answer)[:300]}", flush=True)
-    one = inputs[0]
     malformed = {
         "not JSON": b"texts=hello",
         "missing input": json.dumps({"texts": ["hello"]}).encode(),
@@ -236,7 +235,6 @@ def smoke_requests(port, inputs):
         status, answer = post(port, body)
         assert 400 <= status < 500 and "error" in answer, (what, status, answer)
         print(f"{what}: {status} {answer['error'][:110]}", flush=True)
-    assert one in good
 
 
 def main():
