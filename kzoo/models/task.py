@@ -462,14 +462,12 @@ class Task(keras.Model):
         presets.save_task(self, preset_dir, format=format)
 
     def export(self, path, format="tf_saved_model", **options):
-        """Writes the task for serving (`kzoo.export`). `"tf_saved_model"`: a
-        TensorFlow SavedModel whose `serving_default` signature takes batches
-        of strings and returns predictions (e.g. `logits`, `probabilities`,
-        `class_names`), tokenizer and packing inside the graph; serving it
-        needs TensorFlow and tensorflow-text, not kzoo or Keras
-        (`import tensorflow_text` before `tf.saved_model.load`). From JAX or
-        PyTorch the export goes through TensorFlow in a new process, with the
-        same weights. Written beside `path`, then renamed into place.
+        """Writes the task for serving (`kzoo.export`): `"tf_saved_model"` is a
+        TensorFlow SavedModel whose `serving_default` takes batches of strings
+        and returns predictions (e.g. `class_names`), the tokenizer inside; it
+        serves with TensorFlow and tensorflow-text alone (`import
+        tensorflow_text` before `tf.saved_model.load`), from a task trained on
+        any backend (`kzoo.export.saved_model`).
 
         Args:
             path: str or os.PathLike. A new or empty directory, or an earlier SavedModel.
