@@ -6,8 +6,8 @@ about 50 GB for BERT's 3.3 billion words). `write_pretraining_shards` writes
 one TFRecord shard per input text file instead, as google-research/bert's
 `create_pretraining_data.py` is run once per input file. Each file is
 streamed: its documents are taken a window of `documents_per_window` at a
-time, and each window goes through `pretraining_dataset` itself (tokenize,
-NSP pairs, pack, mask) and is written with its masks fixed. NotNext partners
+time, and each window goes through the stages of `pretraining_dataset`
+(tokenize, NSP pairs, pack, mask) and is written with its masks fixed. NotNext partners
 come from the other documents of the same window (google-research draws them
 from the documents of its input, one file per run), so the examples have the
 in-memory pipeline's statistics and memory holds one window per process.
@@ -35,13 +35,17 @@ from tqdm.auto import tqdm
 
 from kzoo.data.documents import stream_text_file, text_files
 from kzoo.data.masked_lm import default_max_predictions
-from kzoo.data.pretraining_dataset import _check_rates, pretraining_dataset
+from kzoo.data.pretraining_dataset import _check_rates, _packed_examples, _vocabulary_roles, masked_batches
 from kzoo.data.pretraining_tfrecords import serialized_batches
-from kzoo.data.sentence_pairs import check_sequence_length, tokenize_documents
+from kzoo.data.sentence_pairs import check_sequence_length, sentence_pair_spans, tokenize_documents
 from kzoo.presets.atomic import replacing_file
 
 OPTIONS_FILE = "pretraining_shards.json"  # the options the shards were written with
 BATCH_SIZE = 256  # examples masked per call inside a window (no effect on the statistics)
+MASKING_OPTIONS = (
+    "next_sentence_prediction", "max_predictions_per_seq", "masked_lm_rate", "mask_token_rate",
+    "random_token_rate", "whole_word_masking",
+)
 
 _Task = collections.namedtuple(
     "_Task", ["input_path", "output_path", "tokenizer_class", "tokenizer_config", "options", "seed", "window"]
@@ -97,6 +101,32 @@ def _tokenizer(tokenizer_class, config_json):
     return tokenizer_class.from_config(json.loads(config_json))
 
 
+def _window_dataset(documents, tokenizer, options, seed):
+    """One window's examples, masks fixed, as `(features, labels)` batches: the
+    stages of `pretraining_dataset`, with the order and the mask seeds drawn
+    in NumPy from `seed` alone (`tf.data`'s seeded ops also depend on
+    TensorFlow's global seed, which a shard must not)."""
+    corpus = tokenize_documents(documents, tokenizer, progress=False)
+    pairs = sentence_pair_spans(
+        corpus,
+        options["sequence_length"],
+        next_sentence_prediction=options["next_sentence_prediction"],
+        short_sequence_probability=options["short_sequence_probability"],
+        dupe_factor=options["dupe_factor"],
+        seed=seed,
+        progress=False,
+    )
+    examples = _packed_examples(
+        corpus, pairs, tokenizer, options["sequence_length"], options["next_sentence_prediction"]
+    )
+    count = len(pairs.next_sentence_label)
+    rng = np.random.default_rng([seed, 1])  # a stream apart from the pairs'
+    indices = tf.data.Dataset.from_tensor_slices(rng.permutation(count)).batch(BATCH_SIZE)
+    seeds = rng.integers(0, 2**63 - 1, size=(-(-count // BATCH_SIZE), 2))
+    masking = {k: options[k] for k in MASKING_OPTIONS}
+    return masked_batches(examples, indices, tf.data.Dataset.from_tensor_slices(seeds), tokenizer, **masking)
+
+
 def _write_shard(task):
     """Writes the TFRecord shard of one input text file; returns its path."""
     if os.path.exists(task.output_path):
@@ -106,12 +136,8 @@ def _write_shard(task):
     with replacing_file(task.output_path) as scratch, tf.io.TFRecordWriter(scratch) as writer:
         windows = document_windows(stream_text_file(task.input_path), task.window)
         for index, documents in enumerate(windows):
-            corpus = tokenize_documents(documents, tokenizer, progress=False)
             try:
-                dataset = pretraining_dataset(
-                    corpus, tokenizer, seed=window_seed(task.seed, name, index), batch_size=BATCH_SIZE,
-                    progress=False, **task.options,
-                )
+                dataset = _window_dataset(documents, tokenizer, task.options, window_seed(task.seed, name, index))
             except ValueError as error:
                 raise ValueError(f"{task.input_path}, window {index} (of {task.window} documents): {error}") from error
             for records in serialized_batches(dataset):
@@ -246,6 +272,7 @@ def write_pretraining_shards(
         max_predictions_per_seq = default_max_predictions(sequence_length)
     check_sequence_length(sequence_length)
     _check_rates(masked_lm_rate, mask_token_rate, random_token_rate, max_predictions_per_seq)
+    _vocabulary_roles(tokenizer)  # a vocabulary without ordinary tokens is refused before any work
     if int(documents_per_window) < 2:
         raise ValueError(f"documents_per_window must be >= 2 (NotNext partners come from it); got {documents_per_window}.")
     if int(num_processes) < 1:
