@@ -7,15 +7,17 @@ one TFRecord shard per input text file instead, as google-research/bert's
 `create_pretraining_data.py` is run once per input file. Each file is
 streamed: its documents are taken a window of `documents_per_window` at a
 time, and each window goes through the stages of `pretraining_dataset`
-(tokenize, NSP pairs, pack, mask) and is written with its masks fixed. NotNext partners
-come from the other documents of the same window (google-research draws them
-from the documents of its input, one file per run), so the examples have the
-in-memory pipeline's statistics and memory holds one window per process.
+(tokenize, NSP pairs, pack, mask) and is written with its masks fixed.
+NotNext partners come from the other documents of the same window
+(google-research draws them from the documents of its input, one file per
+run), so the examples have the in-memory pipeline's statistics, and memory
+holds one window per process.
 
-Files are independent tasks: one process, a pool of `num_processes` spawned
-processes, or a `Map` over the files on Apache Beam (`runner=`), for corpora
-beyond one machine (a file system that every worker sees). A shard depends only on the
-seed, the options and its input file (not on the order or the engine), is
+Files are independent tasks: run in this process, in a pool of
+`num_processes` spawned processes, or as a `Map` over the files on Apache
+Beam (`runner=`) for corpora beyond one machine (on a file system that every
+worker sees). A shard depends only on the seed, the options and its input
+file (not on the engine, the other files or TensorFlow's global seed), is
 written beside its destination and renamed into place when complete, and a
 rerun skips the shards already there. `read_pretraining_tfrecords` reads
 them interleaved, split over hosts.
