@@ -25,6 +25,7 @@ them interleaved, split over hosts.
 
 import collections
 import functools
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -145,6 +146,8 @@ def _write_shard(task):
             for records in serialized_batches(dataset):
                 for record in records:
                     writer.write(record)
+            del dataset
+            gc.collect()  # the window's tf.data objects sit in reference cycles: free them now
     return task.output_path
 
 
