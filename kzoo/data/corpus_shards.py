@@ -235,9 +235,10 @@ def write_pretraining_shards(
         num_processes: int. Processes writing shards in parallel (spawned;
             1 writes in this process). Defaults to `1`.
         runner: str, Beam runner or None. Runs the files as a `Map` on Apache
-            Beam instead (`"DirectRunner"`, `"DataflowRunner"`, ...; `pip
-            install apache-beam`); every worker needs kzoo and the files.
-            Defaults to `None`: the process pool.
+            Beam instead (`pip install apache-beam`): `"DirectRunner"`, or a
+            cluster's runner (`"FlinkRunner"`, `"SparkRunner"`, ...) whose
+            workers have kzoo and see the paths (local file operations: a
+            shared file system, not `gs://`). Defaults to `None`: the process pool.
         pipeline_options: list of str or `PipelineOptions` or None. Beam's
             options (e.g. `["--direct_num_workers=2",
             "--direct_running_mode=multi_processing"]`). Defaults to `None`.
@@ -348,7 +349,7 @@ def _import_beam():
     except ImportError as error:
         raise ImportError(
             "runner= writes the shards on Apache Beam, which is not installed: `pip install apache-beam` "
-            "(or leave runner out to use a local process pool, num_processes=...)."
+            "(or `pip install 'kzoo[beam]'`; or leave runner out to use a local process pool, num_processes=...)."
         ) from error
     return apache_beam
 
