@@ -2,7 +2,8 @@
 
 - `learn_wordpiece_vocabulary`: a WordPiece vocabulary from a corpus (BERT
   sec. 3); it lives in `kzoo.tokenizers` and is re-exported here.
-- `read_documents`, `read_text_files`: document-level corpora (BERT sec. 3.1).
+- `read_documents`, `read_text_files`: document-level corpora (BERT sec. 3.1);
+  `stream_text_file` yields one file's documents one at a time.
 - `pretraining_dataset`: the whole pre-training pipeline, tokenize → NSP pairs →
   pack → MLM masking → batch, built from `tokenize_documents`,
   `sentence_pair_spans` (`sentence_pairs` as token offsets), `pack_segments`
@@ -11,10 +12,15 @@
 - `batch_by_length`: batches of similar-length sequences within a token
   budget (Transformer sec. 5.1).
 - `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
-  examples as sharded TFRecords in google-research/bert's format.
+  examples as sharded TFRecords in google-research/bert's format, read
+  interleaved and split over hosts.
+- `write_pretraining_shards`: the same at corpus scale: text shards to
+  TFRecord shards in parallel processes or on Apache Beam, memory flat in the
+  corpus size (NSP partners from a window of documents).
 """
 
-from kzoo.data.documents import read_documents, read_text_files
+from kzoo.data.corpus_shards import write_pretraining_shards
+from kzoo.data.documents import read_documents, read_text_files, stream_text_file
 from kzoo.data.length_batching import batch_by_length, length_boundaries
 from kzoo.data.masked_lm import default_max_predictions, mask_language_model
 from kzoo.data.packing import pack_segments
@@ -49,6 +55,8 @@ __all__ = [
     "read_text_files",
     "sentence_pair_spans",
     "sentence_pairs",
+    "stream_text_file",
     "tokenize_documents",
+    "write_pretraining_shards",
     "write_pretraining_tfrecords",
 ]

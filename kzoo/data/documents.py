@@ -5,7 +5,9 @@ A corpus is a list of documents, each a list of sentences (str). It can come
 from Python iterables, from text files in the google-research/bert format
 (one sentence per line, a blank line between documents), or from a
 `tf.data.Dataset`. Pair generation for next sentence prediction needs random
-access to every document, so the corpus is held in memory.
+access to every document, so `read_documents` holds the corpus in memory;
+`stream_text_file` yields one file's documents one at a time, for
+`kzoo.data.write_pretraining_shards` at corpus scale.
 """
 
 import glob
@@ -36,35 +38,74 @@ def read_text_files(patterns):
     >>> read_text_files(path)
     [['First sentence.', 'Second one.'], ['Another document.']]
     """
+    return [document for path in text_files(patterns) for document in stream_text_file(path)]
+
+
+def text_files(patterns):
+    """The files that paths or glob patterns name, sorted within each pattern.
+
+    Args:
+        patterns: str, `os.PathLike` or list of them. Paths or glob patterns.
+
+    Returns:
+        A list of paths (str), in pattern order; a pattern that matches
+        nothing is an error.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for name in ("b.txt", "a.txt"):
+    ...     open(os.path.join(folder, name), "w").close()
+    >>> [os.path.basename(path) for path in text_files(os.path.join(folder, "*.txt"))]
+    ['a.txt', 'b.txt']
+    """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
-    documents = []
+    files = []
     for pattern in patterns:
-        files = sorted(glob.glob(os.fspath(pattern)))
-        if not files:
+        matches = sorted(glob.glob(os.fspath(pattern)))
+        if not matches:
             raise ValueError(
                 f"No file matches {os.fspath(pattern)!r}. Give existing text files or glob "
                 "patterns; to pass text directly, give a list of documents, each a list "
                 "of sentences."
             )
-        for path in files:
-            with open(path, encoding="utf-8") as f:
-                documents.extend(_split_documents(f))
-    return documents
+        files.extend(matches)
+    return files
 
 
-def _split_documents(lines):
-    documents, current = [], []
-    for line in lines:
-        line = line.strip()
-        if line:
-            current.append(line)
-        elif current:
-            documents.append(current)
-            current = []
-    if current:
-        documents.append(current)
-    return documents
+def stream_text_file(path):
+    """Yields the documents of one text file in the google-research/bert
+    format (see `read_text_files`), one at a time: memory holds one document,
+    whatever the size of the file (BERT sec. 3.1).
+
+    Args:
+        path: str or `os.PathLike`. A UTF-8 text file.
+
+    Yields:
+        Documents, each a list of sentences.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("One.\\nTwo.\\n\\n\\nThree.")
+    >>> list(stream_text_file(path))
+    [['One.', 'Two.'], ['Three.']]
+    """
+    with open(path, encoding="utf-8") as f:
+        current = []
+        for line in f:
+            line = line.strip()
+            if line:
+                current.append(line)
+            elif current:
+                yield current
+                current = []
+        if current:
+            yield current
 
 
 def _from_dataset(dataset):

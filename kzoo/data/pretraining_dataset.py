@@ -160,7 +160,7 @@ def pretraining_dataset(
     if max_predictions_per_seq is None:
         max_predictions_per_seq = default_max_predictions(sequence_length)
     _check_rates(masked_lm_rate, mask_token_rate, random_token_rate, max_predictions_per_seq)
-    special_ids, random_ids, continuation = _vocabulary_roles(tokenizer)
+    _vocabulary_roles(tokenizer)  # a vocabulary without ordinary tokens is refused before any work
     if isinstance(documents, TokenizedCorpus):
         corpus = documents
     else:
@@ -180,6 +180,39 @@ def pretraining_dataset(
         indices = indices.shuffle(len(pairs.next_sentence_label), seed=seed, reshuffle_each_iteration=True)
     indices = indices.batch(batch_size, drop_remainder=drop_remainder)
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    return masked_batches(
+        examples,
+        indices,
+        seeds,
+        tokenizer,
+        next_sentence_prediction=next_sentence_prediction,
+        max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_rate=masked_lm_rate,
+        mask_token_rate=mask_token_rate,
+        random_token_rate=random_token_rate,
+        whole_word_masking=whole_word_masking,
+    )
+
+
+def masked_batches(
+    examples,
+    indices,
+    seeds,
+    tokenizer,
+    *,
+    next_sentence_prediction,
+    max_predictions_per_seq,
+    masked_lm_rate,
+    mask_token_rate,
+    random_token_rate,
+    whole_word_masking,
+):
+    """The masking stage of `pretraining_dataset` (BERT sec. 3.1, A.1): for
+    each batch of row `indices` (a dataset of int vectors), the rows of the
+    packed `examples` masked with the matching stateless seed of `seeds` (a
+    dataset of int `[2]` vectors), as `(features, labels)`. The other
+    arguments are `pretraining_dataset`'s."""
+    special_ids, random_ids, continuation = _vocabulary_roles(tokenizer)
     continuation = tf.constant(continuation)
     random_ids = tf.constant(random_ids)
 

@@ -260,12 +260,17 @@ class _PairGenerator:
                 target, chunk_start = self.target_length() + 1, s + 1
 
 
-def _check_pairing(corpus, sequence_length, next_sentence_prediction):
+def check_sequence_length(sequence_length):
+    """Refuses a packed length too short for `[CLS] A [SEP] B [SEP]`."""
     if sequence_length < 5:
         raise ValueError(
             f"sequence_length={sequence_length} is too short for pre-training examples "
             "([CLS] A [SEP] B [SEP] needs at least 5); use 32 or more."
         )
+
+
+def _check_pairing(corpus, sequence_length, next_sentence_prediction):
+    check_sequence_length(sequence_length)
     num_documents = len(corpus.document_splits) - 1
     if next_sentence_prediction and num_documents < 2:
         raise ValueError(

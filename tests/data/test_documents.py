@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kzoo.data import read_documents, read_text_files
+from kzoo.data import read_documents, read_text_files, stream_text_file
 
 pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
 
@@ -22,6 +22,13 @@ def test_google_research_text_format(tmp_path):
     expected = [["One.", "Two."], ["Three."], ["Four.", "Five."], ["Six."]]
     assert read_documents(str(tmp_path / "*.txt")) == expected
     assert read_documents([tmp_path / "a.txt", tmp_path / "b.txt"]) == expected
+
+
+def test_streamed_file_yields_the_same_documents_one_at_a_time(tmp_path):
+    path = write(tmp_path / "a.txt", "  One.\nTwo.\n\n\n Three. \n\nFour.\nFive.")
+    stream = stream_text_file(path)
+    assert next(stream) == ["One.", "Two."]  # before the rest of the file is read
+    assert [["One.", "Two."], *stream] == read_text_files(path)
 
 
 def test_python_iterables_keep_document_boundaries():

@@ -17,13 +17,21 @@ from kzoo.data import (
     tokenize_documents,
     write_pretraining_tfrecords,
 )
-from tests.data.pretraining_corpus import RESERVED_TOKENS, SPECIAL_TOKENS, VOCABULARY, make_documents
+from tests.data.pretraining_corpus import (
+    SPECIAL_IDS,
+    assert_masking_statistics,
+    SPECIAL_TOKENS,
+    VOCABULARY,
+    collect,
+    make_documents,
+    maskable,
+    original_ids,
+)
 
 pytestmark = pytest.mark.backend_independent  # TensorFlow data code: run once (conftest.py)
 
 SEQUENCE_LENGTH = 128
 MAX_PREDICTIONS = 20
-SPECIAL_IDS = [VOCABULARY.index(t) for t in SPECIAL_TOKENS + RESERVED_TOKENS]
 PAD, UNK, CLS, SEP, MASK = (VOCABULARY.index(t) for t in SPECIAL_TOKENS)
 
 
@@ -53,33 +61,12 @@ def test_tokenize_documents_in_parallel_batches_keeps_the_corpus_order(corpus, t
         np.testing.assert_array_equal(corpus.token_ids[splits[index] : splits[index + 1]], expected)
 
 
-def collect(dataset):
-    """Concatenates every batch of one pass into numpy arrays."""
-    parts = {}
-    for features, labels in dataset.as_numpy_iterator():
-        for name, value in {**features, **labels}.items():
-            parts.setdefault(name, []).append(value)
-    return {name: np.concatenate(values) for name, values in parts.items()}
-
-
 @pytest.fixture(scope="module")
 def one_pass(corpus, tokenizer):
     dataset = pretraining_dataset(
         corpus, tokenizer, SEQUENCE_LENGTH, MAX_PREDICTIONS, batch_size=64, seed=5, progress=False
     )
     return collect(dataset)
-
-
-def original_ids(batch):
-    """The unmasked sequences: masked inputs with the labels put back."""
-    ids = batch["token_ids"].copy()
-    rows, slots = np.nonzero(batch["mask_weights"])
-    ids[rows, batch["mask_positions"][rows, slots]] = batch["mask_ids"][rows, slots]
-    return ids
-
-
-def maskable(ids, padding_mask):
-    return ~np.isin(ids, SPECIAL_IDS) & (padding_mask == 1)
 
 
 def batch_by_batch(corpus, tokenizer, seed, sequence_length=64, max_predictions=10, **options):
@@ -155,28 +142,7 @@ def test_token_choice_is_the_highest_random_scores(tokenizer):
 
 
 def test_masking_statistics_over_100k_tokens(one_pass):
-    ids = original_ids(one_pass)
-    n = maskable(ids, one_pass["padding_mask"]).sum(axis=1)
-    assert n.sum() > 100_000
-    weights = one_pass["mask_weights"]
-    chosen = weights.sum()
-    assert abs(chosen / n.sum() - 0.15) <= 0.005, chosen / n.sum()
-
-    # The paper's rule per sequence: min(P, max(1, round(0.15 n))), round half to even.
-    expected = np.minimum(MAX_PREDICTIONS, np.maximum(1, np.round(0.15 * n)))
-    np.testing.assert_array_equal(weights.sum(axis=1), expected)
-
-    rows, slots = np.nonzero(weights)
-    positions = one_pass["mask_positions"][rows, slots]
-    before = one_pass["mask_ids"][rows, slots]
-    after = one_pass["token_ids"][rows, positions]
-    to_mask = np.mean(after == MASK)
-    to_random = np.mean((after != MASK) & (after != before))
-    unchanged = np.mean(after == before)
-    # A random draw equal to the original (1 in ~400) counts as unchanged.
-    assert abs(to_mask - 0.8) <= 0.015, to_mask
-    assert abs(to_random - 0.1) <= 0.015, to_random
-    assert abs(unchanged - 0.1) <= 0.015, unchanged
+    assert_masking_statistics(one_pass, MAX_PREDICTIONS)
 
 
 def test_special_tokens_and_padding_are_never_chosen(one_pass):
