@@ -1,5 +1,36 @@
 """Ways out of kzoo for serving (issue: "Serving"): a TensorFlow SavedModel
 with the tokenizer inside the graph, ONNX for the network, and int8 weights.
 
-Each format has its own module; `kzoo.models.Task.export` picks one by name.
+Each format has its own module; `kzoo.models.Task.export` picks one by name
+from `FORMATS`.
 """
+
+from kzoo.export.onnx import export_onnx
+
+# Format name -> `function(model, path, **options)`.
+FORMATS = {"onnx": export_onnx}
+
+
+def export(model, path, format="onnx", **options):
+    """Writes `model` to `path` in a serving format (`FORMATS`).
+
+    Args:
+        model: `keras.Model`. The kzoo model to export.
+        path: str or os.PathLike. Where to write it.
+        format: str. A name in `FORMATS`: `"onnx"`, the network as ONNX with
+            its tokenizer's vocabulary and settings beside it
+            (`kzoo.export.onnx`). Defaults to `"onnx"`.
+        **options: the format's options.
+
+    Example:
+
+    >>> from kzoo import BertBackbone, BertClassifier
+    >>> backbone = BertBackbone(vocabulary_size=6, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> export(BertClassifier(backbone, num_classes=2), "classifier", format="tflite")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown export format 'tflite'; kzoo exports to ['onnx'].
+    """
+    if format not in FORMATS:
+        raise ValueError(f"Unknown export format {format!r}; kzoo exports to {sorted(FORMATS)}.")
+    return FORMATS[format](model, path, **options)

@@ -460,3 +460,16 @@ class Task(keras.Model):
             format: str. `"kzoo"` or `"huggingface"`. Defaults to `"kzoo"`.
         """
         presets.save_task(self, preset_dir, format=format)
+
+    def export(self, path, format="onnx", **options):
+        """Writes the task for serving (`kzoo.export.export`): `"onnx"`, the
+        network with its tokenizer's vocabulary and settings beside it.
+
+        Args:
+            path: str or os.PathLike. A new or empty directory, or an earlier export.
+            format: str. A name in `kzoo.export.FORMATS`. Defaults to `"onnx"`.
+            **options: the format's options (e.g. `opset`).
+        """
+        from kzoo import export  # noqa: PLC0415 (kzoo.export serves the models: it comes after them)
+
+        return export.export(self, path, format=format, **options)
