@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import batch_checks, epoch_order, label_names, serialization
+from kzoo.models import batch_checks, epoch_order, label_names, quantization, serialization
 from kzoo.models.input_checks import check_examples, check_int
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
@@ -385,11 +385,15 @@ class Task(keras.Model):
     # === Config and presets ===
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, **serialization.constructor_config(self)}
+        return quantization.with_mode(
+            self, {"name": self.name, "trainable": self.trainable, **serialization.constructor_config(self)}
+        )
 
     @classmethod
     def from_config(cls, config):
-        return serialization.from_constructor_config(cls, config)
+        return quantization.from_config(cls, config, serialization.from_constructor_config)
+
+    quantize = quantization.quantize  # int8 for inference, kept by configs and presets
 
     save = serialization.save  # atomic: written beside, renamed into place
     save_weights = serialization.save_weights
