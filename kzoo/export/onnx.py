@@ -50,8 +50,8 @@ def export_onnx(model, path, opset=None):
     Args:
         model: `kzoo.models.Task` or `kzoo.models.Backbone`. A model whose
             inputs are packed ids (a dict of int tensors), e.g. a
-            `kzoo.BertClassifier`, float32 or quantized to int8
-            (`kzoo.export.quantization.quantize`).
+            `kzoo.BertClassifier`, float32, or quantized to int8 (its
+            `quantize("int8")`) on TensorFlow.
         path: str or os.PathLike. A new or empty directory, or an earlier
             export (replaced once the new one is complete and checked).
         opset: int or None. The ONNX opset. Defaults to `None`: the
@@ -123,10 +123,17 @@ def _check_model(model):
             f"packed ids); got {owner}."
         )
     policy = model.dtype_policy.name
-    if policy != "float32" and not policy.startswith("int8"):
+    if policy != "float32":
         raise ValueError(
-            f"{owner} computes in {policy}; export a float32 model (or one quantized to int8): "
+            f"{owner} computes in {policy}; export a float32 model (quantized to int8 or not): "
             f"rebuild it with dtype='float32', e.g. kzoo.{owner}.from_preset(path, dtype='float32')."
+        )
+    if keras.backend.backend() != "tensorflow" and any(layer.quantization_mode for layer in model._flatten_layers()):
+        # jax2onnx writes int8 Einsums onnxruntime cannot run; torch.export fixes a shape of the int8 lookup.
+        raise ValueError(
+            f"This {owner} is quantized: its ONNX export runs on TensorFlow only. Save it "
+            "(save_to_preset) and export it under KERAS_BACKEND=tensorflow, where the preset loads "
+            "as it is, or export the float model."
         )
     return input_specs(model), output_names(model)
 
