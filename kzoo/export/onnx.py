@@ -23,6 +23,7 @@ Keras or the backend. Out-of-range ids fail in the runtime's own words
 (onnxruntime's `Gather`), not kzoo's.
 """
 
+import importlib.util
 import json
 import os
 
@@ -40,6 +41,7 @@ VOCABULARY_FILE = "vocabulary.txt"
 CONFIG_FILE = "onnx_config.json"
 TOLERANCE = 1e-4  # largest difference allowed between onnxruntime's outputs and Keras'
 INSTALL = 'pip install "kzoo[export]"'
+REQUIREMENTS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",), "torch": ("onnxscript",)}  # the tracers
 SPECIAL_TOKEN_IDS = ("cls_token_id", "sep_token_id", "pad_token_id", "mask_token_id", "unknown_token_id")
 
 
@@ -99,13 +101,8 @@ def export_onnx(model, path, opset=None):
     return config
 
 
-REQUIREMENTS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",), "torch": ("onnxscript",)}
-
-
 def _require(*modules):
     """An `ImportError` naming the extra to install when an exporter is missing."""
-    import importlib.util  # noqa: PLC0415
-
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
         raise ImportError(

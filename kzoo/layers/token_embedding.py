@@ -1,6 +1,8 @@
 """Token embeddings that can also produce vocabulary logits with the same matrix
 (three-way weight tying, "Attention Is All You Need" sec. 3.4; BERT's MLM output)."""
 
+import warnings
+
 import keras
 
 from kzoo.backend.checks import VOCABULARY_ADVICE, check_ids_in_range
@@ -63,7 +65,10 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
 
     def quantized_call(self, inputs, reverse=False):
         # Keras calls this instead of `call` once the table is quantized.
-        return super().quantized_call(self._checked(inputs, reverse), reverse=reverse)
+        with warnings.catch_warnings():
+            # Keras' int8 reverse projection transposes the 1-D scales, which torch warns about.
+            warnings.filterwarnings("ignore", message="The use of `x.T` on tensors of dimension other than 2")
+            return super().quantized_call(self._checked(inputs, reverse), reverse=reverse)
 
     def quantize(self, mode=None, type_check=True, config=None):
         # Keras quantizes subclasses only when told they compute as it does:

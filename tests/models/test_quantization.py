@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kzoo
-from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone, topic_sentences
+from tests.models.bert.task_fixtures import VOCABULARY, pretrained_preset, tiny_backbone, topic_sentences
 
 # Measured on the trained classifier below (2026-11-25): probabilities moved by at
 # most 0.008 (tensorflow), 0.009 (jax), 0.008 (torch); accuracy unchanged.
@@ -23,16 +23,14 @@ def weight_bytes(model):
 
 
 @pytest.fixture(scope="module")
-def trained():
+def trained(tmp_path_factory):
     """A tiny classifier (2 layers, hidden 64) fine-tuned on the topic task, and held-out sentences.
 
-    The seeds and recipe of test_bert_classifier.py's, which learn the task on
+    test_bert_classifier.py's preset, seeds and recipe, which learn the task on
     every backend (hidden 32 stalls with two topics merged for some seeds)."""
-    keras.utils.set_random_seed(0)
-    backbone = tiny_backbone(hidden_dim=64)
+    preset = pretrained_preset(tmp_path_factory.mktemp("quantization"), hidden_dim=64)
     keras.utils.set_random_seed(2)
-    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=16)
-    model = kzoo.BertClassifier(backbone, class_names=["music", "sport", "food"], preprocessor=preprocessor)
+    model = kzoo.BertClassifier.from_preset(preset, class_names=["music", "sport", "food"])
     x, y = topic_sentences(320, seed=0)
     model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps=100, learning_rate=2e-3))
     model.fit(x, y, epochs=10, batch_size=32, verbose=0)
