@@ -222,7 +222,8 @@ def is_concrete(x):
     if backend == "jax":
         import jax as jax_module  # noqa: PLC0415
 
-        return not isinstance(x, jax_module.core.Tracer)
+        # A symbolic dimension: an export traced for any batch (`jax.export`, jax2onnx).
+        return not isinstance(x, jax_module.core.Tracer) and not jax_module.export.is_symbolic_dim(x)
     if backend == "torch":
         import torch as torch_module  # noqa: PLC0415
 

@@ -20,8 +20,13 @@ checks its own way, in its module of `kzoo.backend`:
 - TensorFlow graph without XLA: Keras' optimizer step counter does not wait
   for the data, so a refused `fit` step may have advanced it by one.
 - torch: eager; under `torch.compile` the values cannot be read.
+
+A graph traced for export to another runtime (`unchecked_in_graph`, e.g.
+ONNX) has no check: that runtime has no way to raise kzoo's message.
 """
 
+import contextlib
+import contextvars
 from typing import NamedTuple
 
 import keras
@@ -94,6 +99,30 @@ def length_message(limit, first, last):
     )
 
 
+_UNCHECKED = contextvars.ContextVar("kzoo_unchecked_in_graph", default=False)
+
+
+@contextlib.contextmanager
+def unchecked_in_graph():
+    """Inside: traced calls add no checks to their graph (no TensorFlow
+    assertion, no JAX host callback), for a graph exported to a runtime that
+    could not run them (ONNX: onnxruntime refuses out-of-range ids itself).
+    Calls on concrete values still raise.
+
+    Example:
+
+    >>> import numpy as np
+    >>> with unchecked_in_graph():
+    ...     check_ids_in_range(np.array([[1, 2]]), 5, "token ids").tolist()
+    [[1, 2]]
+    """
+    token = _UNCHECKED.set(True)
+    try:
+        yield
+    finally:
+        _UNCHECKED.reset(token)
+
+
 def _template(message_function, limit):
     # The message with "{}" where runtime values go (tf.strings.format).
     return message_function(limit, "{}", "{}")
@@ -132,6 +161,8 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
                 raise ValueError(ids_message(limit, low, high))
         return ids
     backend = keras.backend.backend()
+    if _UNCHECKED.get():
+        return ids
     if backend == "tensorflow" and not keras.backend.is_keras_tensor(ids):
         return tensorflow_backend.assert_in_graph(
             ids, lambda t: _ids_bounds(t, vocabulary_size), _template(ids_message, limit)
@@ -182,7 +213,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
         end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
         if end > max_sequence_length:
             raise ValueError(length_message(limit, start, end - 1))
-    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end):
+    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end) and not _UNCHECKED.get():
         import tensorflow as tf  # noqa: PLC0415
 
         def bounds(_):

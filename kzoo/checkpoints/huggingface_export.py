@@ -61,6 +61,12 @@ def save_huggingface(model, path, tokenizer=None, progress=False):
             f"Hugging Face export writes BERT models (BertBackbone and the BERT tasks); got a "
             f"{type(model).__name__}. Save it with save_to_preset(path) (format='kzoo')."
         )
+    if any(layer.quantization_mode for layer in model._flatten_layers()):
+        raise ValueError(
+            f"This {type(model).__name__} is quantized to int8, which Hugging Face's BERT checkpoints do "
+            "not hold. Export the float model (e.g. reload it from the preset it was quantized from) and "
+            "quantize after loading."
+        )
     name, task = found
     backbone = model if name == "BertBackbone" else model.backbone
     tokenizer = tokenizer or getattr(model, "tokenizer", None) or getattr(

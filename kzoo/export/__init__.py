@@ -5,10 +5,11 @@ Each format has its own module; `kzoo.models.Task.export` (and
 `kzoo.Transformer.export`) picks one by name from `FORMATS`.
 """
 
+from kzoo.export.onnx import export_onnx
 from kzoo.export.saved_model import export_saved_model
 
 # Format name -> `function(model, path, **options)`.
-FORMATS = {"tf_saved_model": export_saved_model}
+FORMATS = {"tf_saved_model": export_saved_model, "onnx": export_onnx}
 
 
 def export(model, path, format="tf_saved_model", **options):
@@ -18,8 +19,9 @@ def export(model, path, format="tf_saved_model", **options):
         model: `keras.Model`. The kzoo model to export.
         path: str or os.PathLike. Where to write it.
         format: str. A name in `FORMATS`: `"tf_saved_model"`, a TensorFlow
-            SavedModel that takes strings (`kzoo.export.saved_model`).
-            Defaults to `"tf_saved_model"`.
+            SavedModel that takes strings (`kzoo.export.saved_model`);
+            `"onnx"`, the network as ONNX with its tokenizer's vocabulary and
+            settings beside it (`kzoo.export.onnx`). Defaults to `"tf_saved_model"`.
         **options: the format's options for this model.
 
     Example:
@@ -29,7 +31,7 @@ def export(model, path, format="tf_saved_model", **options):
     >>> export(BertClassifier(backbone, num_classes=2), "classifier", format="tflite")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown export format 'tflite'; kzoo exports to ['tf_saved_model'].
+    ValueError: Unknown export format 'tflite'; kzoo exports to ['onnx', 'tf_saved_model'].
     """
     if format not in FORMATS:
         raise ValueError(f"Unknown export format {format!r}; kzoo exports to {sorted(FORMATS)}.")

@@ -1,6 +1,8 @@
 """Token embeddings that can also produce vocabulary logits with the same matrix
 (three-way weight tying, "Attention Is All You Need" sec. 3.4; BERT's MLM output)."""
 
+import warnings
+
 import keras
 
 from kzoo.backend.checks import VOCABULARY_ADVICE, check_ids_in_range
@@ -14,7 +16,8 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     embedding, the target embedding and the pre-softmax projection; BERT's
     masked-LM output also uses the input embedding matrix transposed. This is
     `keras.layers.ReversibleEmbedding` (`reverse=True` projects back to the
-    vocabulary) plus an id check: out-of-range ids raise the same `ValueError`
+    vocabulary; `quantize("int8")` keeps the table in int8 with a scale per
+    row, as Keras does) plus an id check: out-of-range ids raise the same `ValueError`
     on every backend in eager calls, where Keras' JAX embedding would return
     NaN rows silently, and fail compiled steps with the same message (see
     `kzoo.backend.checks`). `ids_advice`, the message's last sentence, says
@@ -58,9 +61,24 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     ids_advice = VOCABULARY_ADVICE
 
     def call(self, inputs, reverse=False):
+        return super().call(self._checked(inputs, reverse), reverse=reverse)
+
+    def quantized_call(self, inputs, reverse=False):
+        # Keras calls this instead of `call` once the table is quantized.
+        with warnings.catch_warnings():
+            # Keras' int8 reverse projection transposes the 1-D scales, which torch warns about.
+            warnings.filterwarnings("ignore", message="The use of `x.T` on tensors of dimension other than 2")
+            return super().quantized_call(self._checked(inputs, reverse), reverse=reverse)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        # Keras quantizes subclasses only when told they compute as it does:
+        # this one adds the id check before Keras' own lookup, int8 or not.
+        super().quantize(mode, type_check=False, config=config)
+
+    def _checked(self, inputs, reverse):
         if not reverse:
-            inputs = check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids", self.ids_advice)
-        elif self.reverse_dtype is None:
+            return check_ids_in_range(inputs, self.input_dim, f"`{self.name}` ids", self.ids_advice)
+        if self.reverse_dtype is None:
             # Keras leaves float32 hidden states uncast under mixed precision.
-            inputs = keras.ops.cast(inputs, self.compute_dtype)
-        return super().call(inputs, reverse=reverse)
+            return keras.ops.cast(inputs, self.compute_dtype)
+        return inputs

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import batch_checks, serialization
+from kzoo.models import batch_checks, quantization, serialization
 from kzoo.models.input_checks import check_examples
 
 
@@ -79,16 +79,18 @@ class Backbone(keras.Model):
     # === Config ===
 
     def get_config(self):
-        return {
+        return quantization.with_mode(self, {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             **serialization.constructor_config(self, skip=("dtype",)),
-        }
+        })
 
     @classmethod
     def from_config(cls, config):
-        return serialization.from_constructor_config(cls, config)
+        return quantization.from_config(cls, config, serialization.from_constructor_config)
+
+    quantize = quantization.quantize  # int8 for inference, kept by configs and presets
 
     # === Presets ===
 

@@ -157,13 +157,14 @@ def missing_token_ids(name, owner, text_hint):
 
 
 def _shape(value):
-    """The shape as a tuple (None for unknown dimensions), or None when even
+    """The shape as a tuple (None for unknown dimensions, symbolic ones
+    included: a JAX or torch export traced for any batch), or None when even
     the rank is unknown."""
     shape = getattr(value, "shape", None)
     if shape is None:
         return np.shape(value)
     try:
-        return tuple(None if d is None else int(d) for d in shape)
+        return tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in shape)
     except (TypeError, ValueError):  # a TensorShape of unknown rank
         return None
 

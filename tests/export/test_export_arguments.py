@@ -20,7 +20,7 @@ def classifier():
 @pytest.mark.parametrize(
     "options,message",
     [
-        ({"format": "onnx_typo"}, "Unknown export format 'onnx_typo'; kzoo exports to ['tf_saved_model']"),
+        ({"format": "onnx_typo"}, "Unknown export format 'onnx_typo'; kzoo exports to ['onnx', 'tf_saved_model']"),
         ({"beam_size": 4}, "BertClassifier.export takes no option beam_size; its options are ['text_pairs']"),
         ({"text_pairs": "yes"}, "text_pairs must be True or False"),
         ({"preprocessor": kzoo.BertTokenizer(VOCABULARY)}, "takes no preprocessor argument"),

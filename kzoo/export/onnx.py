@@ -1,0 +1,245 @@
+"""ONNX for the network of a kzoo model (issue 22), its tokenizer's files beside it.
+
+`export_onnx(model, path)` writes a directory:
+
+- `model.onnx`: the network (the task's functional graph in inference mode),
+  from packed ids to its outputs, for any batch size and any sequence length
+  up to the position table, traced on the running Keras backend
+  (`kzoo.export.onnx_tracing`) and checked with onnxruntime against the Keras
+  model on a sample batch: outputs equal to `TOLERANCE` (1e-4), or nothing
+  is written.
+- `vocabulary.txt`: the tokenizer's WordPiece vocabulary, one token a line,
+  line i holding id i (BERT sec. 3).
+- `onnx_config.json`: what a caller needs to feed the graph from text with
+  any WordPiece implementation: the tokenizer's settings (`lowercase`,
+  `strip_accents`, ...), the packing (`sequence_length`, the special tokens'
+  ids, BERT's `[CLS] A [SEP] B [SEP]` layout), the graph's input and output
+  names, shapes and dtypes, and the label names (`class_names`, `tags`).
+
+The tokenizer is not in the graph: ONNX has no WordPiece (a TensorFlow
+SavedModel, `format="tf_saved_model"`, holds it). Serving needs
+`onnxruntime` (or any ONNX runtime) and a WordPiece tokenizer, not kzoo,
+Keras or the backend. Out-of-range ids fail in the runtime's own words
+(onnxruntime's `Gather`), not kzoo's.
+"""
+
+import importlib.util
+import json
+import os
+
+import keras
+import numpy as np
+
+from kzoo.backend.checks import unchecked_in_graph
+from kzoo.export import onnx_tracing
+from kzoo.export.onnx_tracing import InputSpec
+from kzoo.models import label_names
+from kzoo.presets import atomic
+
+MODEL_FILE = "model.onnx"
+VOCABULARY_FILE = "vocabulary.txt"
+CONFIG_FILE = "onnx_config.json"
+TOLERANCE = 1e-4  # largest difference allowed between onnxruntime's outputs and Keras'
+INSTALL = 'pip install "kzoo[export]"'
+REQUIREMENTS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",), "torch": ("onnxscript",)}  # the tracers
+SPECIAL_TOKEN_IDS = ("cls_token_id", "sep_token_id", "pad_token_id", "mask_token_id", "unknown_token_id")
+
+
+def export_onnx(model, path, opset=None):
+    """Writes `model`'s network as `model.onnx`, with its tokenizer's
+    vocabulary and settings beside it (see the module docstring).
+
+    Args:
+        model: `kzoo.models.Task` or `kzoo.models.Backbone`. A model whose
+            inputs are packed ids (a dict of int tensors), e.g. a
+            `kzoo.BertClassifier`, float32, or quantized to int8 (its
+            `quantize("int8")`) on TensorFlow.
+        path: str or os.PathLike. A new or empty directory, or an earlier
+            export (replaced once the new one is complete and checked).
+        opset: int or None. The ONNX opset. Defaults to `None`: the
+            exporter's own (recorded in `onnx_config.json`).
+
+    Returns:
+        The config written to `onnx_config.json` (a dict).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> import onnxruntime
+    >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"])
+    >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, max_sequence_length=8)
+    >>> model = BertClassifier(backbone, class_names=["bad", "good"], preprocessor=tokenizer)
+    >>> path = os.path.join(tempfile.mkdtemp(), "classifier")
+    >>> config = export_onnx(model, path)
+    >>> sorted(os.listdir(path))
+    ['model.onnx', 'onnx_config.json', 'vocabulary.txt']
+    >>> config["inputs"][0], config["packing"]["sequence_length"], config["labels"]
+    ({'name': 'token_ids', 'dtype': 'int32', 'shape': ['batch', 'sequence_length']}, 8, {'class_names': ['bad', 'good']})
+    >>> session = onnxruntime.InferenceSession(os.path.join(path, "model.onnx"))
+    >>> packed = {k: v.numpy() for k, v in model.preprocessor(["good", "bad good"]).items()}
+    >>> logits = session.run(["logits"], packed)[0]
+    >>> bool(np.allclose(logits, model.predict(packed, verbose=0), atol=1e-4))
+    True
+    """
+    specs, outputs = _check_model(model)
+    exporter = onnx_tracing.EXPORTERS[keras.backend.backend()]
+    _require("onnx", "onnxruntime", *REQUIREMENTS[keras.backend.backend()])
+    with atomic.replacing_directory(path) as scratch:
+        onnx_path = os.path.join(scratch, MODEL_FILE)
+        with unchecked_in_graph(), onnx_tracing.quiet():
+            exporter(model, specs, outputs, onnx_path, opset)
+        difference = _check_outputs(model, onnx_path, specs, outputs)
+        config = _serving_config(model, specs, outputs, onnx_path, difference)
+        tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+        if tokenizer is not None:
+            with open(os.path.join(scratch, VOCABULARY_FILE), "w", encoding="utf-8") as f:
+                f.write("".join(f"{token}\n" for token in tokenizer.get_vocabulary()))
+        with open(os.path.join(scratch, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2, ensure_ascii=False)
+    return config
+
+
+def _require(*modules):
+    """An `ImportError` naming the extra to install when an exporter is missing."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(
+            f"Exporting to ONNX on {keras.backend.backend()} needs {', '.join(missing)}: {INSTALL}."
+        )
+
+
+def _check_model(model):
+    """`(input specs, output names)`, or a `ValueError` for a model this export cannot take."""
+    inputs = getattr(model, "input", None) if getattr(model, "built", False) else None
+    owner = type(model).__name__
+    if not isinstance(model, keras.Model) or not isinstance(inputs, dict):
+        raise ValueError(
+            f"export_onnx takes a kzoo task or backbone, a Keras model with named inputs (a dict of "
+            f"packed ids); got {owner}."
+        )
+    policy = model.dtype_policy.name
+    if policy != "float32":
+        raise ValueError(
+            f"{owner} computes in {policy}; export a float32 model (quantized to int8 or not): "
+            f"rebuild it with dtype='float32', e.g. kzoo.{owner}.from_preset(path, dtype='float32')."
+        )
+    if keras.backend.backend() != "tensorflow" and any(layer.quantization_mode for layer in model._flatten_layers()):
+        # jax2onnx writes int8 Einsums onnxruntime cannot run; torch.export fixes a shape of the int8 lookup.
+        raise ValueError(
+            f"This {owner} is quantized: its ONNX export runs on TensorFlow only. Save it "
+            "(save_to_preset) and export it under KERAS_BACKEND=tensorflow, where the preset loads "
+            "as it is, or export the float model."
+        )
+    return input_specs(model), output_names(model)
+
+
+def input_specs(model):
+    """The graph's `InputSpec`s: the model's inputs, their batch named
+    `batch` and the backbone inputs' last axis `sequence_length` (at most the
+    position table), any other unknown axis after its input.
+
+    Example:
+
+    >>> from kzoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=9, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, max_sequence_length=16)
+    >>> input_specs(backbone)[0]
+    InputSpec(name='token_ids', dtype='int32', dims=(('batch', None), ('sequence_length', 16)))
+    """
+    backbone = getattr(model, "backbone", model)
+    longest = getattr(backbone, "max_sequence_length", None)
+    shared = set(backbone.input) if isinstance(backbone.input, dict) else set()
+    specs = []
+    for name, tensor in model.input.items():
+        dims = []
+        for axis, size in enumerate(tensor.shape):
+            if size is not None:
+                dims.append(int(size))
+            elif axis == 0:
+                dims.append(("batch", None))
+            elif name in shared and axis == len(tensor.shape) - 1:
+                dims.append(("sequence_length", longest))
+            else:
+                dims.append((f"{name}_{axis}", longest))
+        specs.append(InputSpec(name, keras.backend.standardize_dtype(tensor.dtype), tuple(dims)))
+    return specs
+
+
+def output_names(model):
+    """The graph's outputs: a dict's keys, or `logits` (every kzoo task's
+    single output; a regression's scores).
+
+    Example:
+
+    >>> from kzoo import BertBackbone
+    >>> output_names(BertBackbone(vocabulary_size=9, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                           intermediate_dim=16))
+    ['sequence_output', 'pooled_output']
+    """
+    return list(model.output) if isinstance(model.output, dict) else ["logits"]
+
+
+def _check_outputs(model, onnx_path, specs, outputs):
+    """The largest difference between onnxruntime's outputs and the Keras
+    model's on sample batches of two shapes; a `RuntimeError` above `TOLERANCE`."""
+    import onnxruntime  # noqa: PLC0415
+
+    session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    backbone = getattr(model, "backbone", model)
+    limits = backbone.input_limits() if hasattr(backbone, "input_limits") else {}
+    tables = {name: limit.size for name, found in limits.items() for limit in found if hasattr(limit, "size")}
+    largest = 0.0
+    for batch, length in ((3, 5), (1, 11)):
+        samples = onnx_tracing.sample_inputs(specs, tables, length=length, batch=batch)
+        expected = onnx_tracing.model_function(model, specs, outputs)(*samples.values())
+        actual = session.run(outputs, samples)
+        for name, e, a in zip(outputs, expected, actual):
+            difference = float(np.max(np.abs(keras.ops.convert_to_numpy(e) - a), initial=0.0))
+            if not difference <= TOLERANCE:
+                raise RuntimeError(
+                    f"The ONNX graph of {type(model).__name__} computes `{name}` differently from the "
+                    f"Keras model ({difference:.2g} apart, more than {TOLERANCE:g}) on "
+                    f"{keras.backend.backend()}; nothing was written. Please report it to kzoo."
+                )
+            largest = max(largest, difference)
+    return largest
+
+
+def _serving_config(model, specs, outputs, onnx_path, difference):
+    """The contents of `onnx_config.json` (see the module docstring)."""
+    import onnx  # noqa: PLC0415
+
+    graph = onnx.load(onnx_path, load_external_data=False)
+    opsets = {entry.domain or "ai.onnx": entry.version for entry in graph.opset_import}
+    config = {
+        "model_file": MODEL_FILE,
+        "model_class": type(model).__name__,
+        "inputs": [
+            {"name": s.name, "dtype": s.dtype, "shape": [d if isinstance(d, int) else d[0] for d in s.dims]}
+            for s in specs
+        ],
+        "outputs": [{"name": name, "dtype": "float32"} for name in outputs],
+        "max_sequence_length": getattr(getattr(model, "backbone", model), "max_sequence_length", None),
+        "labels": {name: getattr(model, name) for name in label_names.ARGUMENTS if getattr(model, name, None)},
+        "opset": opsets.get("ai.onnx"),
+        "exported_on": keras.backend.backend(),
+        "largest_difference_from_keras": difference,
+    }
+    preprocessor = getattr(model, "preprocessor", None)
+    if preprocessor is not None:
+        tokenizer = preprocessor.tokenizer
+        settings = {k: v for k, v in tokenizer.get_config().items() if k != "vocabulary"}
+        config["tokenizer"] = {"type": "WordPiece", "vocabulary_file": VOCABULARY_FILE, **settings}
+        packing = {k: v for k, v in preprocessor.get_config().items() if k != "tokenizer"}
+        ids = {name: getattr(tokenizer, name) for name in SPECIAL_TOKEN_IDS if hasattr(tokenizer, name)}
+        config["packing"] = {
+            "preprocessor": type(preprocessor).__name__,
+            **packing,
+            **ids,
+            "layout": "[CLS] A [SEP] for one text, [CLS] A [SEP] B [SEP] for a pair, then [PAD] up to "
+            "sequence_length; segment_ids 0 up to the first [SEP], 1 after; padding_mask 1 on tokens, "
+            "0 on [PAD]; a pair too long is cut longest-first",
+        }
+    return config
