@@ -200,6 +200,13 @@ def _class_path(obj):
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _plain(value):
+    """A NumPy scalar option (e.g. `beam_size=np.int64(4)`) as a Python number, for JSON."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"An export option of type {type(value).__name__} cannot be passed to the TensorFlow process.")
+
+
 def _write_through_tensorflow(model, preprocessor, path, options):
     """The model (and a preprocessor it does not hold) saved as a preset, then
     exported by `WORKER` in a new process on the TensorFlow backend."""
@@ -222,7 +229,8 @@ def _write_through_tensorflow(model, preprocessor, path, options):
             PYTHONPATH=os.pathsep.join(p for p in (KZOO_ROOT, os.environ.get("PYTHONPATH")) if p),
         )
         result = subprocess.run(
-            [sys.executable, "-m", WORKER, json.dumps(request)], capture_output=True, text=True, env=environment
+            [sys.executable, "-m", WORKER, json.dumps(request, default=_plain)], capture_output=True, text=True,
+            env=environment,
         )
     if result.returncode != 0:
         lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
