@@ -142,7 +142,7 @@ class ProgressLines(keras.callbacks.Callback):
     >>> model.compile(loss="mse")
     >>> _ = model.fit(np.zeros((4, 2)), np.zeros((4, 1)), epochs=1, verbose=0,
     ...               callbacks=[ProgressLines()])  # doctest: +ELLIPSIS
-    1/1 steps, 0 s - loss: 0.0000
+    1/1 steps, ... s - loss: 0.0000
     """
 
     def on_train_begin(self, logs=None):
