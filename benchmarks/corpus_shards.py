@@ -174,7 +174,7 @@ def run(corpus, vocabulary, mode, processes, window, time_budget):
     return {
         **result,
         "per_s": result["examples"] / result["seconds"],
-        "cpu_seconds": cpu,
+        "cpu_seconds": None if stopped else cpu,  # killed workers are never waited for: their CPU is lost
         "peak_rss_total_mb": peak_total / 2**20,
         "peak_rss_process_mb": peak_one / 2**20,
         "stopped_after_budget": stopped,
@@ -214,7 +214,8 @@ def main():
                 r = run(corpus, vocabulary, mode, processes, args.window, budget)
                 note = f" (stopped after {budget:.0f} s)" if r["stopped_after_budget"] else ""
                 print(f"| {size} | {mode} | {processes} | {r['examples']}{note} | {r['seconds']:.0f} | "
-                      f"{r['per_s']:.0f} | {r['cpu_seconds']:.0f} | {r['peak_rss_total_mb']:.0f} | "
+                      f"{r['per_s']:.0f} | {'n/a' if r['cpu_seconds'] is None else round(r['cpu_seconds'])} | "
+                      f"{r['peak_rss_total_mb']:.0f} | "
                       f"{r['peak_rss_process_mb']:.0f} |",
                       flush=True)
         finally:
