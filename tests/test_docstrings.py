@@ -11,6 +11,7 @@ import inspect
 import pkgutil
 import re
 
+import keras
 import pytest
 
 import kzoo
@@ -45,13 +46,28 @@ def _data_only(test):
     return test.name.startswith(("kzoo.data.", "kzoo.tokenizers.")) or test.name.split(".")[-2].endswith("_tokenizer")
 
 
+def _tensorflow_graph_only(test):
+    """Examples of the serving graph's builders (kzoo.export.serving,
+    kzoo.export.answer_spans), which run on TensorFlow tensors only: under
+    JAX and torch, `export` runs them in a TensorFlow process."""
+    return test.name.startswith(("kzoo.export.serving.", "kzoo.export.answer_spans."))
+
+
+def _marks(test):
+    if _data_only(test):
+        return [pytest.mark.backend_independent]
+    if _tensorflow_graph_only(test):
+        return [pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a TensorFlow graph builder")]
+    return []
+
+
 def test_docstring_examples_were_found():
     assert len(DOCTESTS) >= 20, [t.name for t in DOCTESTS]
 
 
 @pytest.mark.parametrize(
     "test",
-    [pytest.param(t, marks=[pytest.mark.backend_independent] if _data_only(t) else []) for t in DOCTESTS],
+    [pytest.param(t, marks=_marks(t)) for t in DOCTESTS],
     ids=lambda t: t.name,
 )
 def test_docstring_example_runs(test):

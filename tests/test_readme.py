@@ -25,6 +25,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     ]
     assert (tmp_path / "my_bert" / "task.weights.h5").exists()
     assert namespace["logits"].shape == (1, 2)
+    assert tuple(namespace["response"]["probabilities"].shape) == (1, 2)  # the SavedModel, served
     np.testing.assert_allclose(
         namespace["restored"].predict(["The cat sat."], verbose=0), namespace["classifier"].predict(["The cat sat."], verbose=0), atol=1e-6
     )
