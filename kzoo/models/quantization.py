@@ -27,6 +27,8 @@ import warnings
 
 import keras
 
+from kzoo import backend
+
 MODES = ("int8",)
 CONFIG_KEY = "quantization"
 # Keras warns for every layer it cannot quantize (inputs, LayerNorm, dropout,
@@ -88,7 +90,7 @@ def _serialized(config):
 
 def _quantize_layers(model, layers, mode):
     chosen = {id(layer) for layer in layers}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), backend.one_garbage_collection():
         for message in KERAS_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
         keras.Model.quantize(model, mode, filters=lambda layer: id(layer) in chosen)
