@@ -1,4 +1,4 @@
-"""Every docstring example runs (offline, on the current backend), every public
+"""Every docstring example runs (offline, on TensorFlow, the default backend), every public
 object documents itself with an example and its arguments as KerasHub does
 (`name: type. What it is. Defaults to ...`), and the public objects of the papers'
 code (models, layers, data, tokenizers, training recipes) cite the paper
@@ -46,19 +46,15 @@ def _data_only(test):
     return test.name.startswith(("kzoo.data.", "kzoo.tokenizers.")) or test.name.split(".")[-2].endswith("_tokenizer")
 
 
-def _tensorflow_graph_only(test):
-    """Examples of the serving graph's builders (kzoo.export.serving,
-    kzoo.export.answer_spans), which run on TensorFlow tensors only: under
-    JAX and torch, `export` runs them in a TensorFlow process."""
-    return test.name.startswith(("kzoo.export.serving.", "kzoo.export.answer_spans."))
-
-
 def _marks(test):
+    """Data examples run once (backend_independent); the others on the default
+    backend, TensorFlow: what they show is tested on every backend by the
+    tests beside this file, and the suite's time on three backends is CI's
+    budget (tests/run_all_backends.py)."""
     if _data_only(test):
         return [pytest.mark.backend_independent]
-    if _tensorflow_graph_only(test):
-        return [pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a TensorFlow graph builder")]
-    return []
+    return [pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                               reason="docstring examples run on the default backend")]
 
 
 def test_docstring_examples_were_found():

@@ -123,3 +123,23 @@ def test_generate_through_inference_function_matches_eager_search_and_records_no
     if BACKEND == "torch":
         assert not fast.requires_grad
         assert not inference_function(lambda: model.encode(source))().requires_grad
+
+
+@pytest.mark.parametrize("model_class", ["task", "backbone"])
+def test_first_fit_traces_its_step_once_on_tensorflow(model_class):
+    """Keras' TensorFlow trainer builds the optimizer inside the first traced
+    step (without a tf.distribute strategy), and TensorFlow then traced the
+    step twice; kzoo builds it before (`build_optimizer_before_fit`). JAX traces
+    once anyway; torch runs the step eagerly, once per batch."""
+    features, labels = masked_lm_batch()
+    model = kzoo.BertMaskedLM(kzoo.BertBackbone(**TINY))
+    if model_class == "backbone":
+        model = kzoo.Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8, intermediate_dim=16, num_heads=2)
+        features = {"encoder_token_ids": np.ones((4, 6), "int32"), "decoder_token_ids": np.ones((4, 5), "int32")}
+        labels = np.ones((4, 5), "int32")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    calls, train_step = [], model.train_step
+    model.train_step = lambda data: calls.append(1) or train_step(data)
+    model.fit(features, labels, batch_size=2, epochs=1, verbose=0)
+    assert len(calls) == {"tensorflow": 1, "jax": 1, "torch": 2}[BACKEND]
+    assert model.optimizer.built

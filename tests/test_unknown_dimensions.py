@@ -274,13 +274,17 @@ def test_unknown_batch_and_sequence_dimensions(name):
     target = build()
     examples = [make_inputs(*shape) for shape in SHAPES]
     call(target, examples[0], False)  # builds the variables eagerly
+    # Compared with the eager call: every shape on TensorFlow (one traced
+    # function, unknown dimensions), the first on JAX (jit traces per shape;
+    # eager JAX compiles every op per shape), none on torch (runs eagerly).
+    compared = {"tensorflow": len(SHAPES), "jax": 1}.get(keras.backend.backend(), 0)
     for training in (False, True):
         function = traced(target, call, training, examples[0])
-        for (batch, length), example in zip(SHAPES, examples):
+        for index, ((batch, length), example) in enumerate(zip(SHAPES, examples)):
             output = ops.convert_to_numpy(function(example))
             assert output.shape[0] == batch, (name, output.shape)
             assert np.isfinite(output).all(), name
-            if not training:
+            if not training and index < compared:
                 expected = ops.convert_to_numpy(call(target, example, False))
                 np.testing.assert_allclose(output, expected, atol=1e-5, rtol=0, err_msg=name)
 

@@ -232,6 +232,29 @@ def can_compile_with_xla(model):
     return all(layer.supports_jit for layer in model._flatten_layers())
 
 
+def build_optimizer(model):
+    """Builds `model.optimizer` for `model.trainable_weights` before `fit`
+    traces its step, when Keras would build it inside the first trace (no
+    `tf.distribute` strategy: Keras' `_maybe_symbolic_build` defers): a
+    `tf.function` that creates variables is traced twice, so the first `fit`
+    traced (and with XLA compiled) its step twice. Reads the private
+    `_distribute_strategy` (see `kzoo.backend`).
+
+    Example:
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="adam", loss="mse")
+    >>> build_optimizer(model)
+    >>> model.optimizer.built
+    True
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or optimizer.built or not model.built or getattr(model, "_distribute_strategy", None):
+        return
+    optimizer.build(model.trainable_weights)
+
+
 def compiled_for_inference(function):
     """`function` compiled with XLA: an eager `keras.ops.while_loop` (beam
     search) would run op by op from Python. Non-tensor arguments are static (a

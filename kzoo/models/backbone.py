@@ -185,6 +185,7 @@ class Backbone(keras.Model):
             validation_data = (batch_checks.checked(validation_data[0], self.input_limits()), *validation_data[1:])
         else:
             validation_data = batch_checks.checked(validation_data, self.input_limits())
+        backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                                shuffle, **kwargs)

@@ -309,6 +309,7 @@ class Task(keras.Model):
             shuffle = False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = epoch_order.resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
+        backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_split=validation_split,

@@ -299,7 +299,7 @@ def test_transformer(transformer, case, entry, form):
 # === A replaced vocabulary feeding a saved model ===
 
 
-def test_a_bigger_vocabulary_feeding_a_saved_classifier(tmp_path, classifier):
+def test_a_bigger_vocabulary_feeding_a_saved_classifier(tmp_path):
     """A classifier saved with a 20-token vocabulary, loaded, and fed text
     packed by a 24-token tokenizer ("w15".."w18" are ids 20..23)."""
     preset = str(tmp_path / "saved")

@@ -41,7 +41,10 @@ def _results(out):
     return [losses[str(epoch)] for epoch in range(resume_worker.EPOCHS)], [weights[k] for k in sorted(weights, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.parametrize("task", ["finetune", "pretrain"])
+@pytest.mark.parametrize("task", ["finetune", pytest.param("pretrain", marks=pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="reading a tf.data stream on from the backup's batch is the same on every backend; "
+           "each backend's random state and weights are resumed by the fine-tuning case"))])
 def test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run(tmp_path, task):
     code, stderr = _run(task, tmp_path / "backup_full", tmp_path / "full")
     assert code == 0, stderr
