@@ -125,12 +125,12 @@ def test_generate_through_inference_function_matches_eager_search_and_records_no
         assert not inference_function(lambda: model.encode(source))().requires_grad
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="Keras builds the optimizer before the step on JAX and torch")
 @pytest.mark.parametrize("model_class", ["task", "backbone"])
 def test_first_fit_traces_its_step_once_on_tensorflow(model_class):
     """Keras' TensorFlow trainer builds the optimizer inside the first traced
     step (without a tf.distribute strategy), and TensorFlow then traced the
-    step twice; kzoo builds it before (`build_optimizer_before_fit`). JAX traces
-    once anyway; torch runs the step eagerly, once per batch."""
+    step twice; kzoo builds it before (`build_optimizer_before_fit`)."""
     features, labels = masked_lm_batch()
     model = kzoo.BertMaskedLM(kzoo.BertBackbone(**TINY))
     if model_class == "backbone":
@@ -141,5 +141,5 @@ def test_first_fit_traces_its_step_once_on_tensorflow(model_class):
     calls, train_step = [], model.train_step
     model.train_step = lambda data: calls.append(1) or train_step(data)
     model.fit(features, labels, batch_size=2, epochs=1, verbose=0)
-    assert len(calls) == {"tensorflow": 1, "jax": 1, "torch": 2}[BACKEND]
+    assert len(calls) == 1
     assert model.optimizer.built
