@@ -218,7 +218,7 @@ def build_optimizer_before_fit(model):
     """Builds `model.optimizer` before `fit` where Keras would build it
     inside the first traced step: on TensorFlow without a `tf.distribute`
     strategy, whose step TensorFlow then traced twice (a tiny classifier's
-    first `fit` 11.4 -> 3.8 s, measured 2026-11-25); Keras builds it
+    first `fit` 11.4 -> 4.6 s, measured 2026-11-25); Keras builds it
     before the step on JAX and torch. `kzoo.backend.tensorflow.build_optimizer`.
 
     Example:
