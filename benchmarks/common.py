@@ -124,6 +124,34 @@ def transformer_flops(config, source_length, target_length, training):
     return (encoder + decoder + logits) * (3 if training else 1)
 
 
+# The CPU features that decide which kernels run: AVX2/AVX-512 float32, native bfloat16 (AVX512-BF16, AMX).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def machine_description(cpuinfo="/proc/cpuinfo"):
+    """The machine in words: CPU count, model and the vector flags that decide
+    its float32/bfloat16 speed (every benchmark result names it).
+
+    Example:
+
+    >>> machine_description().split(" CPUs")[0].isdigit()
+    True
+    """
+    model, flags = "unknown CPU", set()
+    try:
+        with open(cpuinfo) as file:
+            for line in file:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    present = [flag for flag in CPU_FLAGS if flag in flags] or ["none of " + "/".join(CPU_FLAGS)]
+    return f"{os.cpu_count()} CPUs, {model} ({', '.join(present)}), no GPU"
+
+
 def matmul_peak_gflops(size=2048, repeats=7):
     """The best float32 matrix-multiply rate of this machine now (NumPy, `size`²),
     the reference for model-FLOPs utilisation; the median of `repeats` runs.

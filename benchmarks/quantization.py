@@ -45,7 +45,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -197,7 +196,7 @@ def main():
     ensure_preset(preset, args.smoke)
     results = measure(preset, args.backends, args.rounds, args.steps, args.smoke)
     when = datetime.datetime.now().strftime("%Y-%m-%d")
-    print(f"\n{when}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; preset {preset}; "
+    print(f"\n{when}, {common.machine_description()}; preset {preset}; "
           f"median over {args.rounds} rounds of {args.steps} steps:")
     print("\n".join(table(results)))
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)

@@ -28,7 +28,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -171,7 +170,7 @@ def main():
     parser.add_argument("--contenders", nargs="+", default=list(bert_speed.CONTENDERS),
                         help="BERT contenders (see bert_speed.py)")
     parser.add_argument("--quick", action="store_true", help="bert_small only, 1 round of 2 steps")
-    parser.add_argument("--machine", default=f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU")
+    parser.add_argument("--machine", default=common.machine_description())
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     args = parser.parse_args()
     if args.quick:
