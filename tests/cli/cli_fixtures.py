@@ -1,16 +1,22 @@
 """What the `kzoo` command's tests share: running the installed command in a
-subprocess, and tiny models saved as presets (built here, never downloaded)."""
+subprocess or its entry point in this process, and tiny models saved as
+presets (built here, never downloaded)."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import traceback
+from unittest import mock
 
 import keras
 import numpy as np
 
 import kzoo
+import kzoo_cli
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a", "very", "plot", "is", "."]
 POSITIVE = ["good film", "a very good film", "good plot", "the plot is good", "a good film ."]
@@ -30,6 +36,28 @@ def run(*arguments, stdin=None, cwd=None, env=None, timeout=600):
     environment.update(env or {})
     return subprocess.run([kzoo_command(), *map(str, arguments)], input=stdin, capture_output=True, text=True,
                           cwd=cwd, env=environment, timeout=timeout)
+
+
+def run_here(*arguments, stdin=None):
+    """`kzoo ARGUMENTS...` as the console script runs it (`kzoo_cli.main`, the
+    `kzoo` entry point) but in this process, with stdin, stdout and stderr
+    captured: a `CompletedProcess` (text) like `run`'s, an uncaught exception
+    giving status 1 and its traceback on stderr as the interpreter would. It
+    spares each test a fresh interpreter's imports (TensorFlow, Keras and the
+    backend: 10-15 CPU seconds); test_cli_help.py and test_cli_bad_input.py
+    run the installed script itself."""
+    arguments = [str(argument) for argument in arguments]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+            mock.patch.object(sys, "stdin", io.StringIO(stdin or "")):
+        try:
+            code = kzoo_cli.main(arguments)
+        except SystemExit as exit:  # argparse's errors
+            code = exit.code
+        except Exception:  # noqa: BLE001 (what the interpreter does with it)
+            traceback.print_exc()
+            code = 1
+    return subprocess.CompletedProcess(["kzoo", *arguments], code, stdout.getvalue(), stderr.getvalue())
 
 
 def expect_error(result, *fragments):

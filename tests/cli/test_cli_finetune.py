@@ -1,5 +1,5 @@
-"""`kzoo finetune` then `kzoo predict`, as a user runs them, on the default
-backend (TensorFlow): the classifier learns a separable task, its preset
+"""`kzoo finetune` then `kzoo predict`, through the command's entry point
+(in this process: `cli_fixtures.run_here`), on the default backend (TensorFlow): the classifier learns a separable task, its preset
 keeps the class names and training curves, and the command's probabilities
 equal the Python API's on the saved model. The command's code is the same on
 every backend and the library under it is tested on each; test_cli_models.py
@@ -18,7 +18,7 @@ from tests.cli.cli_fixtures import (
     NEGATIVE,
     POSITIVE,
     labelled_rows,
-    run,
+    run_here,
     save_classifier_preset,
     softmax,
     write_csv,
@@ -35,7 +35,7 @@ def finetuned(tmp_path_factory):
     save_classifier_preset(root / "start")
     write_csv(root / "train.csv", labelled_rows(4))
     write_jsonl(root / "valid.jsonl", [{"text": t, "label": label} for t, label in labelled_rows(1)])
-    result = run("finetune", root / "start", "--train", root / "train.csv", "--validation", root / "valid.jsonl",
+    result = run_here("finetune", root / "start", "--train", root / "train.csv", "--validation", root / "valid.jsonl",
                  "--output", root / "model", "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
                  "--sequence-length", "8")
     assert result.returncode == 0, result.stderr[-4000:]
@@ -60,7 +60,7 @@ def test_predict_csv_matches_the_python_api(finetuned):
     root, _ = finetuned
     texts = POSITIVE[:2] + NEGATIVE[:2]
     write_csv(root / "new.csv", [(t, str(i)) for i, t in enumerate(texts)], header=("review", "id"))
-    result = run("predict", root / "model", "--input", root / "new.csv", "--text-column", "review")
+    result = run_here("predict", root / "model", "--input", root / "new.csv", "--text-column", "review")
     assert result.returncode == 0, result.stderr[-4000:]
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(rows[0]) == ["review", "id", "predicted_label", "probability", "probability_negative",
@@ -75,7 +75,7 @@ def test_predict_csv_matches_the_python_api(finetuned):
 
 def test_predict_reads_standard_input_and_writes_json_lines(finetuned, tmp_path):
     root, _ = finetuned
-    result = run("predict", root / "model", "--output", tmp_path / "out.jsonl", stdin="good film\nbad plot\n")
+    result = run_here("predict", root / "model", "--output", tmp_path / "out.jsonl", stdin="good film\nbad plot\n")
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [(row["text"], row["predicted_label"]) for row in rows] == [("good film", "positive"),
@@ -90,12 +90,12 @@ def test_finetune_on_sentence_pairs_from_tsv(tmp_path):
     pairs = [("a good film", "good plot", "same"), ("a bad film", "bad plot", "same"),
              ("a good film", "bad plot", "different"), ("a bad film", "good plot", "different")] * 4
     write_csv(tmp_path / "pairs.tsv", pairs, header=("premise", "hypothesis", "label"), delimiter="\t")
-    result = run("finetune", tmp_path / "start", "--train", tmp_path / "pairs.tsv", "--text-column", "premise",
+    result = run_here("finetune", tmp_path / "start", "--train", tmp_path / "pairs.tsv", "--text-column", "premise",
                  "--text-column", "hypothesis", "--output", tmp_path / "model", "--epochs", "1",
                  "--batch-size", "8", "--sequence-length", "12")
     assert result.returncode == 0, result.stderr[-4000:]
     assert "16 examples, 2 classes (different, same)" in result.stdout
-    result = run("predict", tmp_path / "model", "--input", tmp_path / "pairs.tsv", "--text-column", "premise",
+    result = run_here("predict", tmp_path / "model", "--input", tmp_path / "pairs.tsv", "--text-column", "premise",
                  "--text-column", "hypothesis", "--output-format", "jsonl")
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [json.loads(line) for line in result.stdout.splitlines()]
