@@ -1,6 +1,6 @@
 """Runs the whole test suite once per Keras backend (tensorflow, jax, torch).
 
-Usage: python tests/run_all_backends.py [--one-at-a-time] [pytest arguments...]
+Usage: python tests/run_all_backends.py [--one-at-a-time] [--examples] [pytest arguments...]
        python tests/run_all_backends.py --help
 
 Each backend runs in its own pytest process (Keras reads KERAS_BACKEND at
@@ -11,10 +11,17 @@ other. Each backend's output goes to `.pytest_cache/backend_reports/<backend>.lo
 and is printed whole when that backend ends. `--one-at-a-time` runs them in
 turn, streaming the output.
 
+`--examples` also runs every example's smoke mode on every backend
+(`tests/run_examples.py`, what CI runs) as a fourth job beside them, one smoke
+run at a time: it fills the cores the pytest processes leave idle (the
+shortest backend ends minutes before the longest), instead of adding its
+minutes before the suite starts. Its output goes to `examples.log` there.
+
 The run fails if any backend fails or collects no test (pytest exit code 5),
-and ends with one line totalling all backends, with the wall time and the CPU
-time (user + system) of each backend: on a shared machine the CPU time tells
-what the run costs, the wall time what the other jobs let it have.
+or the examples fail, and ends with one line totalling all backends, with the
+wall time and the CPU time (user + system) of each job: on a shared machine
+the CPU time tells what the run costs, the wall time what the other jobs let
+it have.
 """
 
 import os
@@ -61,21 +68,31 @@ def reap(process, block):
     return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
 
 
-def run_one_at_a_time(pytest_args):
+def start_examples(log=None):
+    """Starts tests/run_examples.py (every example's smoke mode, one run at a time)."""
+    command = [sys.executable, str(ROOT / "tests" / "run_examples.py"), "--parallel", "1"]
+    print(f"===== examples: {' '.join(command[1:])}", flush=True)
+    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT if log else None)
+
+
+def run_one_at_a_time(pytest_args, examples):
     results = {}
-    for backend in BACKENDS:
+    jobs = [("examples", lambda: start_examples())] if examples else []
+    jobs += [(backend, lambda backend=backend: start_backend(backend, pytest_args)) for backend in BACKENDS]
+    for name, start_job in jobs:
         start = time.time()
-        results[backend] = reap(start_backend(backend, pytest_args), block=True)
-        code, cpu = results[backend]
-        print(f"===== {backend}: exit code {code} in {time.time() - start:.0f} s ({cpu:.0f} s CPU)\n", flush=True)
+        results[name] = reap(start_job(), block=True)
+        code, cpu = results[name]
+        print(f"===== {name}: exit code {code} in {time.time() - start:.0f} s ({cpu:.0f} s CPU)\n", flush=True)
     return results
 
 
-def run_side_by_side(pytest_args):
+def run_side_by_side(pytest_args, examples):
     start, logs, running, results = time.time(), {}, {}, {}
-    for backend in BACKENDS:
-        logs[backend] = open(REPORTS / f"{backend}.log", "w+")  # noqa: SIM115 (closed below)
-        running[backend] = start_backend(backend, pytest_args, logs[backend])
+    for name in BACKENDS + (("examples",) if examples else ()):
+        logs[name] = open(REPORTS / f"{name}.log", "w+")  # noqa: SIM115 (closed below)
+        running[name] = (start_examples(logs[name]) if name == "examples"
+                         else start_backend(name, pytest_args, logs[name]))
     last_note = time.time()
     while running:
         time.sleep(2)
@@ -86,14 +103,15 @@ def run_side_by_side(pytest_args):
             results[backend] = result
             del running[backend]
             logs[backend].seek(0)
-            print(f"\n===== output of KERAS_BACKEND={backend}\n{logs[backend].read()}", flush=True)
+            title = "tests/run_examples.py" if backend == "examples" else f"KERAS_BACKEND={backend}"
+            print(f"\n===== output of {title}\n{logs[backend].read()}", flush=True)
             logs[backend].close()
             code, cpu = result
             print(f"===== {backend}: exit code {code} after {time.time() - start:.0f} s ({cpu:.0f} s CPU)", flush=True)
         if running and time.time() - last_note > 120:
             print(f"... {time.time() - start:.0f} s, still running: {', '.join(running)}", flush=True)
             last_note = time.time()
-    return {backend: results[backend] for backend in BACKENDS}
+    return results
 
 
 def main():
@@ -102,12 +120,13 @@ def main():
         print(__doc__.strip())
         print("\nPytest's own options: python -m pytest --help")
         return 0
-    one_at_a_time = "--one-at-a-time" in args
-    pytest_args = [arg for arg in args if arg != "--one-at-a-time"]
+    one_at_a_time, examples = "--one-at-a-time" in args, "--examples" in args
+    pytest_args = [arg for arg in args if arg not in ("--one-at-a-time", "--examples")]
     REPORTS.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    results = run_one_at_a_time(pytest_args) if one_at_a_time else run_side_by_side(pytest_args)
-    codes = {backend: code for backend, (code, _) in results.items()}
+    run = run_one_at_a_time if one_at_a_time else run_side_by_side
+    results = run(pytest_args, examples)
+    codes = {name: code for name, (code, _) in results.items()}
     cpu = sum(seconds for _, seconds in results.values())
     totals = [sum(values) for values in zip(*(counts(backend) for backend in BACKENDS))]
     print("\n" + ", ".join(f"{b}: exit {c}" for b, c in codes.items()))

@@ -2,7 +2,9 @@
 there (listed in kzoo/backend/__init__.py's docstring, with the versions they
 were checked on). Were one to disappear, kzoo would be silently slower (an
 override nobody calls) or broken at a distance: this test fails loudly instead.
-It runs under every backend: it only imports and inspects."""
+It only imports and inspects: each backend's checks run in that backend's
+process of tests/run_all_backends.py (importing JAX into another costs a minute
+of a loaded machine), TensorFlow's and Keras' own everywhere."""
 
 import importlib
 import inspect
@@ -18,21 +20,27 @@ def test_keras_trainer_still_resolves_auto_jit_compile_through_the_overridden_me
     assert "_distribute_strategy" in inspect.getsource(trainer.__init__)
 
 
+def on(backend):
+    return pytest.mark.skipif(keras.backend.backend() != backend, reason=f"checked in the {backend} process")
+
+
+@on("torch")
 @pytest.mark.parametrize("module, name", [("torch_adam", "Adam"), ("torch_adamw", "AdamW")])
 def test_keras_torch_multi_tensor_adam(module, name):
-    pytest.importorskip("torch")
     cls = getattr(importlib.import_module(f"keras.src.backend.torch.optimizers.{module}"), name)
     assert callable(getattr(cls, "_parallel_update_step", None))
     assert callable(getattr(cls, "_get_variable_index", None))
 
 
+@on("torch")
 def test_torch_fused_adam_kernel():
-    torch = pytest.importorskip("torch")
+    import torch
+
     assert callable(getattr(torch, "_fused_adam_", None))
 
 
+@on("jax")
 def test_keras_jax_trainer_state():
-    pytest.importorskip("jax")
     trainer = importlib.import_module("keras.src.backend.jax.trainer").JAXTrainer
     assert callable(getattr(trainer, "jax_state_sync", None))
     variable = importlib.import_module("keras.src.backend.jax.core").Variable
