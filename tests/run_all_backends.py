@@ -77,7 +77,7 @@ def start_examples(log=None):
 
 def run_one_at_a_time(pytest_args, examples):
     results = {}
-    jobs = [("examples", lambda: start_examples())] if examples else []
+    jobs = [("examples", start_examples)] if examples else []
     jobs += [(backend, lambda backend=backend: start_backend(backend, pytest_args)) for backend in BACKENDS]
     for name, start_job in jobs:
         start = time.time()
