@@ -53,17 +53,30 @@ def pytest_configure(config):
         "metrics) that no Keras backend touches; run under one backend only: "
         "KZOO_BACKEND_INDEPENDENT_ON (tensorflow by default).",
     )
+    config.addinivalue_line(
+        "markers",
+        "once: Keras code whose result no backend can change (the parameter count of a large "
+        "model, a docstring example of the API) and costly to repeat; run under the same one "
+        "backend as backend_independent. What it shows is tested on every backend elsewhere.",
+    )
+
+
+ONE_BACKEND_MARKERS = ("backend_independent", "once")
+
+
+def _one_backend(item):
+    return any(item.get_closest_marker(name) is not None for name in ONE_BACKEND_MARKERS)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Runs backend-independent tests under one backend only (they would only
-    repeat themselves): KZOO_BACKEND_INDEPENDENT_ON, tensorflow by default;
+    """Runs backend-independent and `once` tests under one backend only (they
+    would only repeat themselves): KZOO_BACKEND_INDEPENDENT_ON, tensorflow by default;
     tests/run_all_backends.py gives them to torch, whose run ends first. Every
-    model and layer test runs on all three."""
+    other model and layer test runs on all three."""
     if keras.backend.backend() == os.environ.get("KZOO_BACKEND_INDEPENDENT_ON", "tensorflow"):
         return
-    kept = [item for item in items if item.get_closest_marker("backend_independent") is None]
-    deselected = [item for item in items if item.get_closest_marker("backend_independent") is not None]
+    kept = [item for item in items if not _one_backend(item)]
+    deselected = [item for item in items if _one_backend(item)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept

@@ -1,4 +1,4 @@
-"""Every docstring example runs (offline, on TensorFlow, the default backend), every public
+"""Every docstring example runs (offline, under one backend), every public
 object documents itself with an example and its arguments as KerasHub does
 (`name: type. What it is. Defaults to ...`), and the public objects of the papers'
 code (models, layers, data, tokenizers, training recipes) cite the paper
@@ -46,15 +46,21 @@ def _data_only(test):
     return test.name.startswith(("kzoo.data.", "kzoo.tokenizers.")) or test.name.split(".")[-2].endswith("_tokenizer")
 
 
+# The serving functions wrap models in TensorFlow graphs: under TensorFlow only.
+TENSORFLOW_ONLY = ("kzoo.export.serving.", "kzoo.export.answer_spans.")
+
+
 def _marks(test):
-    """Data examples run once (backend_independent); the others on the default
-    backend, TensorFlow: what they show is tested on every backend by the
-    tests beside this file, and the suite's time on three backends is CI's
-    budget (tests/run_all_backends.py)."""
+    """Data examples are backend independent; the others show the API, whose
+    behaviour the tests beside this file check on every backend: both run
+    under one backend (`once`, conftest.py: TensorFlow, the default, when
+    pytest runs alone; tests/run_all_backends.py gives them to the run that
+    ends first), the serving examples under TensorFlow."""
     if _data_only(test):
         return [pytest.mark.backend_independent]
-    return [pytest.mark.skipif(keras.backend.backend() != "tensorflow",
-                               reason="docstring examples run on the default backend")]
+    if test.name.startswith(TENSORFLOW_ONLY):
+        return [pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow serving functions")]
+    return [pytest.mark.once]
 
 
 def test_docstring_examples_were_found():

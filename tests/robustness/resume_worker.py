@@ -40,6 +40,10 @@ class Recorder(keras.callbacks.Callback):
 
 
 def main(task, backup_dir, out_dir, kill_at_epoch=None):
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_num_threads(1)  # as the test process (tests/conftest.py): the same sums, the same weights
     keras.utils.set_random_seed(0)
     words = VOCABULARY[5:]
     rng = np.random.default_rng(0)

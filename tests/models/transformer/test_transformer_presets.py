@@ -171,6 +171,7 @@ def test_counts_are_close_to_the_papers_rounded_figures():
     assert "| transformer_big | 6 | 1024 | 4096 | 16 | 64 | 64 | sinusoidal | 214,245,376 (214.2M) | 213M |" in table
 
 
+@pytest.mark.once  # 63M weights built to be counted: the count is the same on every backend
 def test_base_model_count_params():
     model = build_quietly("transformer_base")
     try:
@@ -188,6 +189,7 @@ def test_every_architecture_is_built():
     assert len(built) == 16  # the 4 row-D presets share the base architecture
 
 
+@pytest.mark.once  # every architecture built to be counted, as above
 @pytest.mark.parametrize("name", distinct_architectures())
 def test_preset_count_params_equals_closed_form(name):
     model = build_quietly(name, **SMALL)
