@@ -217,16 +217,20 @@ def report(result):
     print(json.dumps({**result, "peak_rss_mb": peak_rss_mb()}), flush=True)
 
 
-def run_child(script, backend, arguments):
-    """Runs `python script ...arguments` under `KERAS_BACKEND=backend` and
-    returns the dict it printed last (see `report`). Raises with the child's
-    stderr on failure.
+def run_child(script, backend, arguments, environment=None):
+    """Runs `python script ...arguments` under `KERAS_BACKEND=backend` (and
+    `environment`'s variables; None removes one) and returns the dict it
+    printed last (see `report`). Raises with the child's stderr on failure.
 
     Example:
 
     >>> run_child("benchmarks/common.py", "jax", [])  # doctest: +SKIP
     """
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    for name, value in (environment or {}).items():
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
     command = [sys.executable, script, *map(str, arguments)]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:

@@ -15,7 +15,7 @@ import keras
 import pytest
 
 from kzoo.backend import tensorflow as tensorflow_setup
-from kzoo.backend import torch as torch_setup
+from kzoo.backend import torch_threads as torch_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKEND = keras.backend.backend()

@@ -18,6 +18,9 @@ plain `keras.ops`; what differs is how Keras runs it:
   TensorFlow, which cannot check ids and warns when traced.
 - `one_garbage_collection`: Keras' quantization frees each float kernel with
   a full `gc.collect()`; kzoo's quantization runs one at the end instead.
+- `with_thread_tuning`: on torch, `fit`/`evaluate`/`predict` time their steps
+  and move torch's thread count to the fastest for the machine's load
+  (`kzoo.backend.torch_threads`).
 - `is_concrete`: whether a tensor's values can be read now (input checks run
   in eager calls, not inside traced or compiled functions); `kzoo.backend.checks`
   holds the checks.
@@ -45,8 +48,11 @@ did not cause, and sets nobody's threads by hand. What it sets, and how to undo 
 - On the torch backend, torch's intra-op threads: one less than the CPUs the
   process may use, at most torch's default, at least one (on 2 cores: 1; two
   threads were about 5x slower next to the input pipeline and on shared
-  cores). Undo: `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) in the environment
-  keeps torch's own choice, and `torch.set_num_threads(n)` after `import kzoo` wins.
+  cores), and from there the count `fit`/`evaluate`/`predict` measure fastest
+  for the machine's load, tried again now and then (`kzoo.backend.torch_threads`).
+  Undo: `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) in the environment keeps
+  torch's own choice, and `torch.set_num_threads(n)` after `import kzoo` or
+  `torch.use_deterministic_algorithms(True)` keeps a count fixed.
 - On the jax backend with no accelerator plugin installed (the CPU jaxlib),
   `jax_platforms="cpu"`, unless `JAX_PLATFORMS` is set: JAX runs on the CPU
   either way, without suggesting a CUDA jaxlib on machines with a GPU. Undo:
@@ -85,7 +91,7 @@ import contextlib
 
 import numpy as np
 
-from kzoo.backend import jax, tensorflow, torch
+from kzoo.backend import jax, tensorflow, torch, torch_threads
 
 
 def set_up_process():
@@ -105,7 +111,7 @@ def set_up_process():
     if name != "tensorflow":
         tensorflow.keep_off_accelerators(tf)
     if name == "torch":
-        torch.limit_threads()
+        torch_threads.limit_threads()
     elif name == "jax":
         jax.cpu_when_only_cpu()
     return name
@@ -169,6 +175,28 @@ def inference_function(function):
     if backend == "torch":
         return torch.without_autograd(function)
     return function
+
+
+def with_thread_tuning(callbacks):
+    """`callbacks` for a `fit`, `evaluate` or `predict` call, with one that
+    tunes torch's thread count added on torch while kzoo sets the count
+    (`kzoo.backend.torch_threads`). Keras' own `CallbackList` (the validation
+    pass of a `fit`) and other backends get `callbacks` back as they are.
+
+    Example:
+
+    >>> callbacks = with_thread_tuning(None)
+    >>> callbacks is None or [type(c).__name__ for c in callbacks] == ["ThreadTuning"]
+    True
+    """
+    import keras  # noqa: PLC0415
+
+    if _backend() != "torch" or isinstance(callbacks, keras.callbacks.CallbackList):
+        return callbacks
+    tuning = torch_threads.tuning_callback()
+    if tuning is None:
+        return callbacks
+    return [*(callbacks or []), tuning]
 
 
 def checked_before_step():

@@ -312,7 +312,8 @@ class Task(keras.Model):
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(
-                **train, epochs=epochs, verbose=verbose, callbacks=callbacks, validation_split=validation_split,
+                **train, epochs=epochs, verbose=verbose, callbacks=backend.with_thread_tuning(callbacks),
+                validation_split=validation_split,
                 validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
 
@@ -320,14 +321,18 @@ class Task(keras.Model):
         """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
         if not self.compiled:
             self.compile()
+        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
         with batch_checks.reported(self):
-            return super().evaluate(**self._prepare(x, y, sample_weight, batch_size), verbose=verbose, **kwargs)
+            return super().evaluate(**self._prepare(x, y, sample_weight, batch_size), verbose=verbose,
+                                    callbacks=callbacks, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict`, also on raw text (see the module docstring)."""
         prepared = self._prepare(x, batch_size=batch_size)
+        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
         with batch_checks.reported(self):
-            return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, **kwargs)
+            return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, callbacks=callbacks,
+                                   **kwargs)
 
     # === Compilation ===
 
