@@ -46,7 +46,15 @@ def child(workload, seconds):
     ends = []
     started = [None]
 
+    counts = []
+
     class Clock(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            counts.append(torch.get_num_threads())
+
+        def on_predict_batch_begin(self, batch, logs=None):
+            counts.append(torch.get_num_threads())
+
         def on_train_batch_end(self, batch, logs=None):
             self._tick()
 
@@ -79,7 +87,8 @@ def child(workload, seconds):
     steps = len(ends)
     elapsed = ends[-1] - started[0]
     common.report({"tokens_per_second": steps * BATCH * LENGTH / elapsed, "steps": steps,
-                   "threads_at_end": torch.get_num_threads()})
+                   "threads_at_end": torch.get_num_threads(),
+                   "steps_at": {str(n): counts.count(n) for n in sorted(set(counts))}})
 
 
 def run(setting, workload, seconds):
