@@ -28,6 +28,7 @@ another count of threads can differ in the last bits (1.5e-7 after 8 steps
 of a small BERT), so a run that must repeat bit for bit keeps one count.
 """
 
+import functools
 import os
 import time
 
@@ -236,76 +237,73 @@ def tuning_callback():
     return _callback_class()(_state["choice"])
 
 
-_CALLBACK_CLASS = []
-
-
+@functools.cache
 def _callback_class():
-    if not _CALLBACK_CLASS:
-        import keras  # noqa: PLC0415 (after kzoo's process set-up)
+    """The Keras callback class, built at the first call (keras loads after kzoo's process set-up)."""
+    import keras  # noqa: PLC0415
 
-        class ThreadTuning(keras.callbacks.Callback):
-            """Times steps end to end (batch end to batch end: the input
-            pipeline's share included). Inside `fit`, the validation pass
-            pauses the timing; on its own, `evaluate` is timed as `predict` is."""
+    class ThreadTuning(keras.callbacks.Callback):
+        """Times steps end to end (batch end to batch end: the input
+        pipeline's share included). Inside `fit`, the validation pass
+        pauses the timing; on its own, `evaluate` is timed as `predict` is."""
 
-            def __init__(self, choice):
-                super().__init__()
-                self.choice, self.last, self.in_fit, self.paused = choice, None, False, False
+        def __init__(self, choice):
+            super().__init__()
+            self.choice, self.last, self.in_fit, self.paused = choice, None, False, False
 
-            def _begin(self):
-                self.choice.restart()
-                set_threads(self.choice.current)
-                self.last = None
+        def _begin(self):
+            self.choice.restart()
+            set_threads(self.choice.current)
+            self.last = None
 
-            def _end(self):
-                self.choice.restart()
-                set_threads(self.choice.current)
+        def _end(self):
+            self.choice.restart()
+            set_threads(self.choice.current)
 
-            def _step(self):
-                now = time.perf_counter()
-                if self.last is not None and not self.paused:
-                    count = self.choice.record(now - self.last)
-                    if count != _state["set_by_kzoo"]:
-                        set_threads(count)
-                self.last = now
+        def _step(self):
+            now = time.perf_counter()
+            if self.last is not None and not self.paused:
+                count = self.choice.record(now - self.last)
+                if count != _state["set_by_kzoo"]:
+                    set_threads(count)
+            self.last = now
 
-            def on_train_begin(self, logs=None):
-                self.in_fit = True
+        def on_train_begin(self, logs=None):
+            self.in_fit = True
+            self._begin()
+
+        def on_train_end(self, logs=None):
+            self.in_fit = False
+            self._end()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.last = None
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._step()
+
+        def on_test_begin(self, logs=None):
+            if self.in_fit:
+                self.paused = True
+            else:
                 self._begin()
 
-            def on_train_end(self, logs=None):
-                self.in_fit = False
+        def on_test_end(self, logs=None):
+            if self.in_fit:
+                self.paused, self.last = False, None
+            else:
                 self._end()
 
-            def on_epoch_begin(self, epoch, logs=None):
-                self.last = None
+        def on_test_batch_end(self, batch, logs=None):
+            self._step()
 
-            def on_train_batch_end(self, batch, logs=None):
-                self._step()
+        def on_predict_begin(self, logs=None):
+            self._begin()
 
-            def on_test_begin(self, logs=None):
-                if self.in_fit:
-                    self.paused = True
-                else:
-                    self._begin()
+        def on_predict_end(self, logs=None):
+            self._end()
 
-            def on_test_end(self, logs=None):
-                if self.in_fit:
-                    self.paused, self.last = False, None
-                else:
-                    self._end()
+        def on_predict_batch_end(self, batch, logs=None):
+            self._step()
 
-            def on_test_batch_end(self, batch, logs=None):
-                self._step()
-
-            def on_predict_begin(self, logs=None):
-                self._begin()
-
-            def on_predict_end(self, logs=None):
-                self._end()
-
-            def on_predict_batch_end(self, batch, logs=None):
-                self._step()
-
-        _CALLBACK_CLASS.append(ThreadTuning)
-    return _CALLBACK_CLASS[0]
+    return ThreadTuning
