@@ -206,6 +206,27 @@ def in_xla_compilation():
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def uniform_in_xla(shape, seed):
+    """float32 numbers uniform in [0, 1) with the ThreeFry algorithm, for a
+    function TensorFlow compiles with XLA (where Keras' draw, the default
+    algorithm, costs a kzoo bert_small training step about 5%: measured
+    2026-11-26, AMD EPYC, AVX2). TensorFlow has no ThreeFry kernel outside
+    XLA. `seed`: Keras' seed (a `SeedGenerator`'s two int64 words), taken
+    into int32 as Keras' own TensorFlow draws take it.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> draw = tf.function(lambda seed: uniform_in_xla((2, 3), seed), jit_compile=True)
+    >>> draw(tf.constant([7, 0], "int64")).shape
+    TensorShape([2, 3])
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), "int32")
+    return tf.random.stateless_uniform(shape, seed=seed, dtype="float32", alg="threefry")
+
+
 XLA_ON_TENSORFLOW_VARIABLE = "KZOO_XLA_ON_TENSORFLOW"
 
 

@@ -5,6 +5,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from kzoo import backend
+
 # A float32 uniform number carries 23 random mantissa bits (24 on torch):
 # `floor(2048 u)` (11 bits) and `frac(2048 u)` (12 or more bits) are two
 # independent uniform draws, exact on a grid of 2048 steps.
@@ -24,7 +26,9 @@ class Dropout(keras.layers.Dropout):
     training step at batch 8 x 128, and drawing them is a noticeable part of
     a step on JAX and TensorFlow CPUs, where a uniform draw is cheaper than a
     Bernoulli draw of twice the size (the README's Benchmarks section has the
-    measurements).
+    measurements). Inside TensorFlow's XLA steps the numbers come from the
+    ThreeFry algorithm, faster there than TensorFlow's default
+    (`kzoo.backend.dropout_uniform`).
 
     Here each float32 uniform `u` serves two elements: element one is dropped
     when `floor(2048 u) < 2048 r`, element two when `frac(2048 u) < r`, with
@@ -98,7 +102,7 @@ def paired_dropout(inputs, rate, seed):
     # works on ints and tensors alike.
     shape = ops.shape(inputs)
     width = shape[-1]
-    draws = keras.random.uniform(tuple(shape[:-1]) + ((width + 1) // 2,), dtype="float32", seed=seed)
+    draws = backend.dropout_uniform(tuple(shape[:-1]) + ((width + 1) // 2,), seed)
     rate = round(rate * _STEPS) / _STEPS
     scaled = draws * _STEPS
     high = ops.floor(scaled)

@@ -5,10 +5,11 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.models import batch_checks, quantization, serialization
+from kzoo.models.on_batch import CheckedOnBatch
 from kzoo.models.input_checks import check_examples
 
 
-class Backbone(keras.Model):
+class Backbone(CheckedOnBatch, keras.Model):
     """A network built from its hyper-parameters as a functional `keras.Model`.
 
     A subclass's `__init__` reads in three parts, as KerasHub's backbones do:
@@ -206,6 +207,11 @@ class Backbone(keras.Model):
         callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
         with batch_checks.reported(self):
             return super().predict(x, batch_size, verbose, callbacks=callbacks, **kwargs)
+
+    def _one_batch(self, x, y, sample_weight, with_labels):
+        # The `*_on_batch` entry points (kzoo.models.on_batch): checked as in `fit`.
+        x, y = check_examples(x, y, type(self).__name__, None)
+        return batch_checks.checked(x, self.input_limits()), y, sample_weight
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.

@@ -21,12 +21,13 @@ import tensorflow as tf
 from kzoo import backend
 from kzoo.models import batch_checks, epoch_order, quantization, serialization, task_export, task_presets
 from kzoo.models.input_checks import check_examples, check_int
+from kzoo.models.on_batch import CheckedOnBatch
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
-class Task(keras.Model):
+class Task(CheckedOnBatch, keras.Model):
     """A backbone with a head and its training recipe, trained on raw text.
 
     A subclass builds its head on the backbone in a functional graph and calls
@@ -333,6 +334,13 @@ class Task(keras.Model):
         with batch_checks.reported(self):
             return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, callbacks=callbacks,
                                    **kwargs)
+
+    def _one_batch(self, x, y, sample_weight, with_labels):
+        # The `*_on_batch` entry points (kzoo.models.on_batch): raw text packed, all checked.
+        if with_labels and not self.compiled:
+            self.compile()
+        prepared = self._prepare(x, y, sample_weight)
+        return prepared["x"], prepared["y"], prepared["sample_weight"]
 
     # === Compilation ===
 

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.layers import Dropout
 from tests.test_case import run_layer_test, to_numpy
 
@@ -72,3 +73,48 @@ def test_keeps_the_compute_dtype():
     assert keras.backend.standardize_dtype(y.dtype) == "bfloat16"
     kept = to_numpy(keras.ops.cast(y, "float32"))
     assert 0.0 < (kept == 0).mean() < 0.3
+
+
+def compiled_draws(shape, seed):
+    """`kzoo.backend`'s draw in TensorFlow's XLA steps (elsewhere Keras' draw,
+    tested through the layer above)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("only TensorFlow's XLA steps draw with kzoo's own ThreeFry call")
+    import tensorflow as tf
+
+    draw = tf.function(lambda s: tensorflow_backend.uniform_in_xla(shape, s), jit_compile=True)
+    return draw(tf.constant(seed, "int64")).numpy()
+
+
+def test_compiled_draws_fill_both_bit_fields_uniformly():
+    """TensorFlow's XLA draws: the 11 high and 12 low bits the layer reads (floor and frac of 2048 u)
+    are each uniform (chi-square within 5 sigma of its mean); two seeds give
+    uncorrelated draws, one seed the same draws."""
+    u = compiled_draws((256, 1024), [3, 0]).ravel()
+    assert u.dtype == np.float32 and 0 <= u.min() and u.max() < 1
+    high = np.floor(u * 2048)
+    low = np.floor((u * 2048 - high) * 4096)
+    for values, bins in ((high, 2048), (low, 4096)):
+        counts = np.bincount(values.astype(int), minlength=bins)
+        expected = u.size / bins
+        chi_square = ((counts - expected) ** 2 / expected).sum()
+        assert abs(chi_square - (bins - 1)) < 5 * np.sqrt(2 * (bins - 1)), (bins, chi_square)
+    other = compiled_draws((256, 1024), [3, 1]).ravel()
+    assert abs(np.corrcoef(u, other)[0, 1]) < 5 / np.sqrt(u.size)
+    np.testing.assert_array_equal(compiled_draws((256, 1024), [3, 0]).ravel(), u)
+
+
+def test_layer_in_an_xla_step_drops_at_the_rate_with_new_masks():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's XLA steps only (JAX compiles Keras' own draw)")
+    import tensorflow as tf
+
+    layer = Dropout(0.1, seed=5)
+    step = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+    x = tf.ones((64, 2048))
+    first, second = step(x).numpy(), step(x).numpy()
+    applied = 205 / 2048
+    sigma = np.sqrt(applied * (1 - applied) / first.size)
+    assert abs((first == 0).mean() - applied) < 5 * sigma
+    np.testing.assert_allclose(np.unique(first[first != 0]), [2048 / 1843], rtol=1e-6)
+    assert np.mean((first == 0) != (second == 0)) > 0.1  # the seed generator moves on inside XLA too

@@ -1,6 +1,7 @@
 """A bad batch never changes the weights (issue 19, part 1): token ids outside
 the vocabulary, segment ids outside the segment table and too-long inputs stop
-a compiled `fit`/`evaluate`/`predict` with kzoo's eager message, and every
+a compiled `fit`/`evaluate`/`predict` (and `train_on_batch`/`test_on_batch`/
+`predict_on_batch`) with kzoo's eager message, and every
 weight (and optimizer variable) is bit-identical to before the bad batch.
 
 Compiled means XLA on TensorFlow and JAX (`jit_compile=True`), a TensorFlow
@@ -108,6 +109,8 @@ def assert_same_state(model, expected):
 
 
 def run(model, entry, data, y=None):
+    if entry.endswith("_on_batch"):
+        return getattr(model, entry)(data) if entry == "predict_on_batch" else getattr(model, entry)(data, y)
     if entry == "fit":
         return model.fit(data, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
     if entry == "evaluate":
@@ -134,9 +137,10 @@ def classifier(request):
 # === kzoo's tasks: packed dicts in memory, tf.data datasets of dicts ===
 
 TASK_CASES = [(case, entry) for case in BERT_CASES for entry in ("fit", "evaluate", "predict")]
+ON_BATCH_CASES = [(case, entry) for case in BERT_CASES for entry in ("train_on_batch", "test_on_batch", "predict_on_batch")]
 
 
-@pytest.mark.parametrize("case, entry", TASK_CASES)
+@pytest.mark.parametrize("case, entry", TASK_CASES + ON_BATCH_CASES)
 def test_task_refuses_packed_inputs_in_memory(classifier, case, entry):
     x, y = bad_bert_batch(case)
     where = "" if case == "too_long" else r".*The first is in example 2 of the inputs"
@@ -232,6 +236,10 @@ def test_user_model_compiled_with_xla_on_tensorflow_is_warned():
         warnings.simplefilter("error")  # kzoo's own steps are checked before they run: no warning
         task.fit(*good_bert_batch(), verbose=0)
         task.predict(good_bert_batch()[0], verbose=0)
+        fresh = compiled(kzoo.BertClassifier(backbone(), num_classes=2), "xla")  # steps traced by *_on_batch
+        fresh.train_on_batch(*good_bert_batch())
+        fresh.test_on_batch(*good_bert_batch())
+        fresh.predict_on_batch(good_bert_batch()[0])
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
