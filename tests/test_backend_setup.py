@@ -109,6 +109,45 @@ def test_in_xla_compilation_uses_a_private_api_that_still_exists():
     assert not bool(tf.function(tensorflow_setup.in_xla_compilation)())
 
 
+# XLA's CPU threads at work after `import kzoo`: the CPU seconds of each OS
+# thread of the process (/proc/self/task) over a chain of 1024² matmuls.
+XLA_THREADS = """
+    import kzoo, os, tensorflow as tf
+
+    def cpu_by_thread():
+        ticks = {}
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks[task] = int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks
+
+    a = tf.random.normal((1024, 1024))
+    chain = tf.function(lambda a: tf.reduce_sum(a @ a @ a @ a), jit_compile=True)
+    chain(a).numpy()
+    before = cpu_by_thread()
+    for _ in range(30):
+        chain(a).numpy()
+    after = cpu_by_thread()
+    used = sorted((after[t] - before.get(t, 0) for t in after), reverse=True)
+    print(used[0], used[1])
+"""
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow" or len(os.sched_getaffinity(0)) < 2,
+                    reason="TensorFlow's XLA threads, on a machine with 2 or more CPUs")
+def test_import_kzoo_leaves_xla_all_its_threads():
+    """`import kzoo` uses up a oneDNN notice by running one op in a
+    `tf.compat.v1.Session`; a session limited to one thread made TensorFlow's
+    CPU device, and so every XLA step of the process, run on one thread
+    (bert_small training 1.9 s per step instead of 1.3 s on 2 cores, found
+    2026-11-26). Work counted per OS thread, not timed: the second busiest
+    thread must do at least a third of the busiest one's."""
+    stdout, _ = run_clean(XLA_THREADS)
+    busiest, second = map(int, stdout.split())
+    assert busiest > 0 and second >= busiest / 3, (busiest, second)
+
+
 THREADS = """
     import kzoo, torch
     print(torch.get_num_threads())

@@ -165,13 +165,10 @@ def _use_up_onednn_notice(tf):
     with graph.as_default():
         ids = tf.constant([[1, 2]], tf.int32)
         transposed = tf.transpose(ids)
-    config = tf.compat.v1.ConfigProto(
-        device_count={"CPU": 1, "GPU": 0},
-        inter_op_parallelism_threads=1,
-        intra_op_parallelism_threads=1,
-        use_per_session_threads=True,  # not TensorFlow's global session pool
-    )
-    with tf.compat.v1.Session(graph=graph, config=config) as session:
+    # Default threads: the first session's options size TensorFlow's CPU device
+    # for the whole process, so one limited to one thread ran every later XLA
+    # step on one core (tests/test_backend_setup.py checks the threads at work).
+    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
         session.run(transposed)
 
 
