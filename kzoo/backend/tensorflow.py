@@ -206,8 +206,8 @@ def in_xla_compilation():
 def uniform_in_xla(shape, seed):
     """float32 numbers uniform in [0, 1) with the ThreeFry algorithm, for a
     function TensorFlow compiles with XLA (where Keras' draw, the default
-    algorithm, costs a kzoo bert_small training step about 5%: measured
-    2026-11-26, AMD EPYC, AVX2). TensorFlow has no ThreeFry kernel outside
+    algorithm, costs a kzoo bert_small training step about 5%: measured on one
+    thread, 2026-11-26, AMD EPYC, AVX2). TensorFlow has no ThreeFry kernel outside
     XLA. `seed`: Keras' seed (a `SeedGenerator`'s two int64 words), taken
     into int32 as Keras' own TensorFlow draws take it.
 

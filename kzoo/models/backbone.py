@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from kzoo import backend, presets
 from kzoo.models import batch_checks, quantization, serialization
-from kzoo.models.on_batch import CheckedOnBatch
 from kzoo.models.input_checks import check_examples
+from kzoo.models.on_batch import CheckedOnBatch
 
 
 class Backbone(CheckedOnBatch, keras.Model):
