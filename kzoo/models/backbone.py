@@ -4,12 +4,11 @@ import keras
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import batch_checks, quantization, serialization
+from kzoo.models import batch_checks, on_batch, quantization, serialization
 from kzoo.models.input_checks import check_examples
-from kzoo.models.on_batch import CheckedOnBatch
 
 
-class Backbone(CheckedOnBatch, keras.Model):
+class Backbone(keras.Model):
     """A network built from its hyper-parameters as a functional `keras.Model`.
 
     A subclass's `__init__` reads in three parts, as KerasHub's backbones do:
@@ -207,6 +206,10 @@ class Backbone(CheckedOnBatch, keras.Model):
         callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
         with batch_checks.reported(self):
             return super().predict(x, batch_size, verbose, callbacks=callbacks, **kwargs)
+
+    train_on_batch = on_batch.train_on_batch
+    test_on_batch = on_batch.test_on_batch
+    predict_on_batch = on_batch.predict_on_batch
 
     def _one_batch(self, x, y, sample_weight, with_labels):
         # The `*_on_batch` entry points (kzoo.models.on_batch): checked as in `fit`.

@@ -19,15 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend
-from kzoo.models import batch_checks, epoch_order, quantization, serialization, task_export, task_presets
+from kzoo.models import batch_checks, epoch_order, on_batch, quantization, serialization, task_export, task_presets
 from kzoo.models.input_checks import check_examples, check_int
-from kzoo.models.on_batch import CheckedOnBatch
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
-class Task(CheckedOnBatch, keras.Model):
+class Task(keras.Model):
     """A backbone with a head and its training recipe, trained on raw text.
 
     A subclass builds its head on the backbone in a functional graph and calls
@@ -334,6 +333,10 @@ class Task(CheckedOnBatch, keras.Model):
         with batch_checks.reported(self):
             return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, callbacks=callbacks,
                                    **kwargs)
+
+    train_on_batch = on_batch.train_on_batch
+    test_on_batch = on_batch.test_on_batch
+    predict_on_batch = on_batch.predict_on_batch
 
     def _one_batch(self, x, y, sample_weight, with_labels):
         # The `*_on_batch` entry points (kzoo.models.on_batch): raw text packed, all checked.
