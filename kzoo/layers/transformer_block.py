@@ -1,6 +1,8 @@
 """What the encoder and decoder blocks share: the residual sub-layer wrapper of
 "Attention Is All You Need" sec. 3.1 and the blocks' common settings."""
 
+import inspect
+
 import keras
 
 from kzoo.layers.dropout import Dropout
@@ -100,6 +102,31 @@ class TransformerBlock(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = False
+
+    # Call arguments with which `call` returns more than the hidden states, or
+    # fewer rows: set (not None or False), Keras traces `call` for the outputs.
+    _OUTPUT_CHANGING_ARGUMENTS = ("return_attention_scores",)
+
+    def compute_output_spec(self, *args, **kwargs):
+        """The outputs of a symbolic call (a functional model's construction).
+
+        Every sub-layer outputs d_model (sec. 3.1), so the hidden states keep
+        the input sequence's shape, in the layer's compute dtype: no need to
+        trace `call`, which took half of a BERT backbone's construction on
+        TensorFlow. A call that returns more (attention scores, caches) or
+        other rows is traced by Keras as for any layer.
+        """
+        arguments = inspect.signature(self.call).bind(*args, **kwargs).arguments
+        if self._traces_call(arguments):
+            return super().compute_output_spec(*args, **kwargs)
+        sequence = next(iter(arguments.values()))
+        return keras.KerasTensor(sequence.shape, dtype=self.compute_dtype)
+
+    def _traces_call(self, arguments):
+        return any(
+            arguments.get(name) is not None and arguments.get(name) is not False
+            for name in self._OUTPUT_CHANGING_ARGUMENTS
+        )
 
     def _initializers(self):
         """Fresh initializer objects per sub-layer (sharing one seeds them alike)."""

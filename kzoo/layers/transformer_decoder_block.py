@@ -82,6 +82,13 @@ class TransformerDecoderBlock(TransformerBlock):
     (2, 4, 16)
     """
 
+    _OUTPUT_CHANGING_ARGUMENTS = ("return_attention_scores", "self_attention_cache")
+
+    def _traces_call(self, arguments):
+        # Without the encoder output, `call` raises its error: traced, so that it does.
+        missing = arguments.get("encoder_sequence") is None and arguments.get("cross_attention_cache") is None
+        return missing or super()._traces_call(arguments)
+
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         hidden_dim = decoder_sequence_shape[-1]
         encoder_sequence_shape = encoder_sequence_shape or decoder_sequence_shape

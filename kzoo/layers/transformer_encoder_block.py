@@ -80,6 +80,8 @@ class TransformerEncoderBlock(TransformerBlock):
     True
     """
 
+    _OUTPUT_CHANGING_ARGUMENTS = ("output_positions", "return_attention_scores")
+
     def build(self, inputs_shape):
         hidden_dim = inputs_shape[-1]
         self.self_attention = self._attention(hidden_dim, "self_attention")
