@@ -286,8 +286,9 @@ def dropout_uniform(shape, seed_generator):
     """float32 numbers uniform in [0, 1) for dropout masks
     (`kzoo.layers.Dropout`), drawn from `seed_generator` (a
     `keras.random.SeedGenerator`): in a function TensorFlow compiles with XLA,
-    with the ThreeFry algorithm, 5% faster per kzoo bert_small training step
-    than Keras' draw there (measured on one thread) (`kzoo.backend.tensorflow.uniform_in_xla`); elsewhere
+    with the ThreeFry algorithm (`kzoo.backend.tensorflow.uniform_in_xla`):
+    a kzoo bert_small training step ran 5% faster than with Keras' draw there,
+    measured on one thread; elsewhere
     `keras.random.uniform`. On JAX, XLA's own ThreeFry op (instead of
     `jax.random`'s, which XLA compiles from elementwise rounds) compiled a
     bert_small training step 5 s sooner but ran it 4% slower (median of 7
