@@ -1,4 +1,4 @@
-"""Shared pytest set-up: report the backend, seed every run, restore the dtype policy."""
+"""Shared pytest set-up: report the backend, seed every run, restore the dtype policy, keep garbage collection cheap."""
 
 import gc
 import os
@@ -52,7 +52,7 @@ if keras.backend.backend() == "tensorflow":
         registers its gradient function under a new name in TensorFlow's global
         registry, which keeps the whole train-step graph alive for good. Over
         the suite that was millions of objects, and Python's full garbage
-        collections took 3-4 s each (182 s of the TensorFlow run). A trained
+        collections took 3-4 s each (182 s of the TensorFlow run). A traced
         step no longer needs the entry: its gradient ops are built when it is
         traced.
         """
