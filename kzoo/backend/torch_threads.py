@@ -10,9 +10,10 @@ busy by another process, 2 threads made BERT's training steps about 5x slower
 than 1, while on a quiet machine 2 threads are faster (README, "Threads and
 log lines"). No fixed count is right for both, so:
 
-- `limit_threads` (run by `import kzoo`) starts from one core less than the
-  CPUs the process may use (`default_threads`), the count that does not
-  collapse;
+- `limit_threads` (run by `import kzoo`) starts from torch's own count when
+  the CPUs the process may use are idle as kzoo is imported (`idle_cpus`,
+  a 0.2 s look at /proc/stat on Linux), else from one core less, the count
+  that does not collapse (`default_threads`);
 - `ThreadChoice` then measures: during a run it times the steps at the
   current count, tries each other candidate count for a few steps, keeps the
   fastest, and tries again after a while (20 s, doubling up to 5 minutes
@@ -34,6 +35,9 @@ import time
 
 # Thread counts the user chose for OpenMP / MKL, which torch reads itself.
 USER_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# How much of one CPU others may use while the machine still counts as quiet
+# (a shell, an editor: not a process that keeps a core busy).
+QUIET_MARGIN = 0.3
 
 _state = {"set_by_kzoo": None, "choice": None}
 
@@ -53,15 +57,62 @@ def available_cpus():
         return os.cpu_count() or 1
 
 
-def default_threads(current, cpus):
-    """kzoo's starting intra-op thread count: one core left to the input
-    pipeline, never more than torch's own choice `current`, at least one.
+def idle_cpus(seconds=0.2, stat="/proc/stat"):
+    """How many of the CPUs this process may run on were idle over the next
+    `seconds` (idle and I/O wait time over all time, from the kernel's
+    per-CPU counters; time stolen by a hypervisor counts as busy). `None`
+    where the counters cannot be read (not Linux).
+
+    Example:
+
+    >>> idle = idle_cpus(0.05)
+    >>> idle is None or 0.0 <= idle <= available_cpus()
+    True
+    """
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        allowed = None
+
+    def counters():
+        totals = {}
+        with open(stat) as file:
+            for line in file:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and (allowed is None or int(name[3:]) in allowed):
+                    ticks = [int(field) for field in fields[:8]]  # user nice system idle iowait irq softirq steal
+                    totals[name] = (ticks[3] + ticks[4], sum(ticks))
+        return totals
+
+    try:
+        before = counters()
+        time.sleep(seconds)
+        after = counters()
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = 0.0
+    for name, (idle_after, total_after) in after.items():
+        idle_before, total_before = before.get(name, (idle_after, total_after))
+        if total_after > total_before:
+            idle += (idle_after - idle_before) / (total_after - total_before)
+    return idle if after else None
+
+
+def default_threads(current, cpus, idle=None):
+    """kzoo's starting intra-op thread count: torch's own choice `current`
+    when (nearly) all `cpus` are `idle`, else one core left to the input
+    pipeline and the other processes, never more than `current`, at least
+    one. `idle=None` (unknown) counts as busy.
 
     Example:
 
     >>> default_threads(current=2, cpus=2), default_threads(current=8, cpus=16), default_threads(1, 1)
     (1, 8, 1)
+    >>> default_threads(current=2, cpus=2, idle=1.9), default_threads(current=2, cpus=2, idle=1.2)
+    (2, 1)
     """
+    if idle is not None and idle >= cpus - QUIET_MARGIN:
+        return max(1, current)
     return max(1, min(current, cpus - 1))
 
 
@@ -80,7 +131,8 @@ def candidate_threads(start, most):
 
 
 def limit_threads():
-    """Sets torch's intra-op threads to `default_threads` unless the user set
+    """Sets torch's intra-op threads to `default_threads` (with the CPUs idle
+    now, `idle_cpus`) unless the user set
     `OMP_NUM_THREADS` or `MKL_NUM_THREADS` (then torch's own choice stands),
     and lets `fit`/`evaluate`/`predict` move from there (`tuning_callback`).
     A later `torch.set_num_threads(n)` wins. Returns the thread count.
@@ -94,11 +146,12 @@ def limit_threads():
     import torch  # noqa: PLC0415
 
     if not any(os.environ.get(name) for name in USER_VARIABLES):
-        most = torch.get_num_threads()
-        start = default_threads(most, available_cpus())
+        most, cpus = torch.get_num_threads(), available_cpus()
+        start = default_threads(most, cpus, idle_cpus())
         torch.set_num_threads(start)
         _state["set_by_kzoo"] = start
-        _state["choice"] = ThreadChoice(candidate_threads(start, most), start)
+        # The busy machine's count stays a candidate when a quiet one starts higher.
+        _state["choice"] = ThreadChoice(candidate_threads(default_threads(most, cpus), most), start)
     return torch.get_num_threads()
 
 
