@@ -207,6 +207,7 @@ def test_default_threads_leave_one_cpu_unless_all_are_idle(cpus, torch_default, 
     assert torch_setup.default_threads(torch_default, cpus, idle) == expected
 
 
+@pytest.mark.once  # /proc/stat and spinning processes: no Keras backend involved
 def test_idle_cpus_sees_busy_cores():
     """Every CPU this process may use kept busy by a process of its own: at
     most a few tenths of one CPU idle, far below the quiet threshold."""
