@@ -21,9 +21,9 @@ plain `keras.ops`; what differs is how Keras runs it:
 - `with_thread_tuning`: on torch, `fit`/`evaluate`/`predict` time their steps
   and move torch's thread count to the fastest for the machine's load
   (`kzoo.backend.torch_threads`).
-- `dropout_uniform`: dropout's random numbers with ThreeFry inside
-  TensorFlow's XLA steps (`kzoo.backend.tensorflow`), Keras'
-  `keras.random.uniform` elsewhere.
+- `dropout_uniform`: dropout's random numbers from XLA's own ThreeFry op
+  inside TensorFlow's XLA steps (`kzoo.backend.tensorflow`) and on JAX
+  (`kzoo.backend.jax`), Keras' `keras.random.uniform` elsewhere.
 - `is_concrete`: whether a tensor's values can be read now (input checks run
   in eager calls, not inside traced or compiled functions); `kzoo.backend.checks`
   holds the checks.
@@ -285,14 +285,16 @@ def keep_state_on_error(model):
 def dropout_uniform(shape, seed_generator):
     """float32 numbers uniform in [0, 1) for dropout masks
     (`kzoo.layers.Dropout`), drawn from `seed_generator` (a
-    `keras.random.SeedGenerator`): in a function TensorFlow compiles with XLA,
-    with the ThreeFry algorithm (`kzoo.backend.tensorflow.uniform_in_xla`):
-    a kzoo bert_small training step ran 5% faster than with Keras' draw there,
-    measured on one thread; elsewhere
-    `keras.random.uniform`. On JAX, XLA's own ThreeFry op (instead of
-    `jax.random`'s, which XLA compiles from elementwise rounds) compiled a
-    bert_small training step 5 s sooner but ran it 4% slower (median of 7
-    processes each, 2026-11-26, AMD EPYC, AVX2): JAX keeps Keras' draw.
+    `keras.random.SeedGenerator`). Where XLA compiles the step, from XLA's
+    own ThreeFry op: in a function TensorFlow compiles with XLA
+    (`kzoo.backend.tensorflow.uniform_in_xla`; a kzoo bert_small training
+    step ran 5% faster than with Keras' draw there, measured on one thread)
+    and on JAX (`kzoo.backend.jax.uniform_threefry`, eager calls included;
+    `jax.random`'s ThreeFry, which XLA compiles from elementwise rounds, was
+    3x slower; bert_small training steps 6% faster, compiled 2-3 s sooner:
+    medians of 4 alternating processes each, 2026-11-26, Intel Xeon with
+    AVX-512, 2 cores). Elsewhere (torch, TensorFlow without XLA)
+    `keras.random.uniform`.
 
     Example:
 
@@ -303,6 +305,8 @@ def dropout_uniform(shape, seed_generator):
     """
     if _backend() == "tensorflow" and tensorflow.in_xla_compilation():
         return tensorflow.uniform_in_xla(shape, seed_generator.next())
+    if _backend() == "jax":
+        return jax.uniform_threefry(shape, seed_generator.next())
     import keras  # noqa: PLC0415
 
     return keras.random.uniform(shape, dtype="float32", seed=seed_generator)

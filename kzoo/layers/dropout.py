@@ -26,8 +26,8 @@ class Dropout(keras.layers.Dropout):
     training step at batch 8 x 128, and drawing them is a noticeable part of
     a step on JAX and TensorFlow CPUs, where a uniform draw is cheaper than a
     Bernoulli draw of twice the size (the README's Benchmarks section has the
-    measurements). Inside TensorFlow's XLA steps the numbers come from the
-    ThreeFry algorithm, faster there than TensorFlow's default
+    measurements). On JAX and inside TensorFlow's XLA steps the numbers come
+    from XLA's own ThreeFry op, faster there than each engine's default draw
     (`kzoo.backend.dropout_uniform`).
 
     Here each float32 uniform `u` serves two elements: element one is dropped

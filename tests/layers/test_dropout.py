@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from kzoo.backend import jax as jax_backend
 from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.layers import Dropout
 from tests.test_case import run_layer_test, to_numpy
@@ -76,10 +77,16 @@ def test_keeps_the_compute_dtype():
 
 
 def compiled_draws(shape, seed):
-    """`kzoo.backend`'s draw in TensorFlow's XLA steps (elsewhere Keras' draw,
-    tested through the layer above)."""
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("only TensorFlow's XLA steps draw with kzoo's own ThreeFry call")
+    """`kzoo.backend`'s own draw, compiled: XLA's ThreeFry in TensorFlow's XLA
+    steps and on JAX (torch uses Keras' draw, tested through the layer above)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        draw = jax.jit(lambda s: jax_backend.uniform_threefry(shape, s))
+        return np.asarray(draw(np.asarray(seed, "uint32")))
+    if backend != "tensorflow":
+        pytest.skip("torch draws with Keras' own call")
     import tensorflow as tf
 
     draw = tf.function(lambda s: tensorflow_backend.uniform_in_xla(shape, s), jit_compile=True)
@@ -87,7 +94,7 @@ def compiled_draws(shape, seed):
 
 
 def test_compiled_draws_fill_both_bit_fields_uniformly():
-    """TensorFlow's XLA draws: the 11 high and 12 low bits the layer reads (floor and frac of 2048 u)
+    """XLA's ThreeFry draws (TensorFlow, JAX): the 11 high and 12 low bits the layer reads (floor and frac of 2048 u)
     are each uniform (chi-square within 5 sigma of its mean); two seeds give
     uncorrelated draws, one seed the same draws."""
     u = compiled_draws((256, 1024), [3, 0]).ravel()
@@ -104,15 +111,33 @@ def test_compiled_draws_fill_both_bit_fields_uniformly():
     np.testing.assert_array_equal(compiled_draws((256, 1024), [3, 0]).ravel(), u)
 
 
-def test_layer_in_an_xla_step_drops_at_the_rate_with_new_masks():
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("TensorFlow's XLA steps only (JAX compiles Keras' own draw)")
+def xla_step(layer):
+    """`layer(x, training=True)` compiled with XLA, its seed state carried between calls."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        call = jax.jit(lambda state, x: layer.stateless_call([], state, x, training=True))
+        state = [variable.value for variable in layer.non_trainable_variables]
+
+        def step(x):
+            nonlocal state
+            y, state = call(state, x)
+            return np.asarray(y)
+
+        return step
+    if backend != "tensorflow":
+        pytest.skip("XLA steps (TensorFlow, JAX) only")
     import tensorflow as tf
 
-    layer = Dropout(0.1, seed=5)
-    step = tf.function(lambda x: layer(x, training=True), jit_compile=True)
-    x = tf.ones((64, 2048))
-    first, second = step(x).numpy(), step(x).numpy()
+    compiled = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+    return lambda x: compiled(x).numpy()
+
+
+def test_layer_in_an_xla_step_drops_at_the_rate_with_new_masks():
+    step = xla_step(Dropout(0.1, seed=5))
+    x = np.ones((64, 2048), "float32")
+    first, second = step(x), step(x)
     applied = 205 / 2048
     sigma = np.sqrt(applied * (1 - applied) / first.size)
     assert abs((first == 0).mean() - applied) < 5 * sigma
