@@ -1,5 +1,6 @@
 """JAX: the process set-up (no accelerator suggestion when only its CPU
-backend exists), and a model's weights kept when `fit`/`predict` fail.
+backend exists), a model's weights kept when `fit`/`predict` fail, and
+dropout's random numbers from XLA's own ThreeFry op (`uniform_threefry`).
 
 State recovery
 --------------
