@@ -1,21 +1,23 @@
-"""Where a BERT step's time goes under XLA (JAX): kzoo next to KerasHub, by part of the model.
+"""Where a BERT step's time goes under XLA (JAX or TensorFlow): kzoo next to KerasHub, by part of the model.
 
 Run by hand, never in tests:
 
     python benchmarks/profile_xla_step.py --config bert_base --workload training --rounds 2
-    python benchmarks/profile_xla_step.py --config bert_small --workload inference
+    python benchmarks/profile_xla_step.py --backend tensorflow --config bert_small --workload inference
 
-Each implementation runs in its own process (contenders alternating over the
-rounds, as in `bert_speed.py`) with the same model and batch as `bert_speed.py`
-(random weights, batch 8 x 128, 20 masked positions, kzoo's and KerasHub's
-default compilation on JAX). A child times `--steps` steps (wall clock), then
-records `--steps` more with `jax.profiler` and reads the trace's XLA:CPU thunks
-back (the XPlane protobuf that TensorFlow's wheel ships). Every thunk is an
-instruction of the step's optimized HLO (dumped with `XLA_FLAGS`), which names
-the Keras layer and operation it came from; the table groups thunk time by
-that: matrix multiplies, optimizer, dropout, LayerNorm, GELU, softmax, the
-masked-LM head and loss, copies/transposes, other. Thunk times are summed over
-XLA's threads (CPU time, not wall time) and include the profiler's own cost.
+Each contender runs in its own process (alternating over the rounds, as in
+`bert_speed.py`) with the same model and batch as `bert_speed.py` (random
+weights, batch 8 x 128, 20 masked positions; kzoo's default compilation, XLA
+on both backends, against KerasHub's fastest: its default on JAX, `jit_compile=True`
+on TensorFlow). A child times `--steps` steps (wall clock), then records
+`--steps` more with `jax.profiler` or `tf.profiler` and reads the trace's
+XLA:CPU thunks back (the XPlane protobuf that TensorFlow's wheel ships). Every
+thunk is an instruction of the step's optimized HLO (dumped with `XLA_FLAGS`),
+which names the Keras layer and operation it came from; the table groups thunk
+time by that: matrix multiplies, optimizer, dropout, LayerNorm, GELU, softmax,
+the masked-LM head and loss, copies/transposes, other. Thunk times are summed
+over XLA's threads (more than the wall clock where thunks overlap) and include
+the profiler's own cost.
 """
 
 import argparse
@@ -119,7 +121,13 @@ def _profiler(backend, directory):
 
 
 def child(contender, config_name, workload, steps):
-    dump = tempfile.mkdtemp(prefix="kzoo_hlo_")
+    with tempfile.TemporaryDirectory(prefix="kzoo_hlo_") as dump, tempfile.TemporaryDirectory(
+        prefix="kzoo_trace_"
+    ) as trace:
+        common.report(_profiled(contender, config_name, workload, steps, dump, trace))
+
+
+def _profiled(contender, config_name, workload, steps, dump, trace):
     os.environ["XLA_FLAGS"] = " ".join(
         [os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={dump}", "--xla_dump_hlo_as_text", "--xla_dump_hlo_pass_re=NONE"]
     )
@@ -130,7 +138,6 @@ def child(contender, config_name, workload, steps):
     impl, _, option = contender.partition(":")
     step = bert_speed.keras_step(impl, config_name, workload, option, 8, 128)  # returns host values
     timing = common.time_steps(step, steps)
-    trace = tempfile.mkdtemp(prefix="kzoo_trace_")
     with _profiler(keras.backend.backend(), trace):
         for _ in range(steps):
             step()
@@ -148,7 +155,7 @@ def child(contender, config_name, workload, steps):
                 part = parts.get(names.get(event.metadata_id))
                 if part:
                     seconds[part] += event.duration_ps / 1e12 / steps
-    common.report({**timing, "parts_s": dict(seconds)})
+    return {**timing, "parts_s": dict(seconds)}
 
 
 def main():
