@@ -18,6 +18,9 @@ plain `keras.ops`; what differs is how Keras runs it:
   TensorFlow, which cannot check ids and warns when traced.
 - `one_garbage_collection`: Keras' quantization frees each float kernel with
   a full `gc.collect()`; kzoo's quantization runs one at the end instead.
+- `variable_length_batches`: batches of varying length in memory go to
+  Keras' TensorFlow trainer as a `tf.data` pipeline that declares their shapes.
+- `map_predictions`: what Keras' `predict_step` returns differs on JAX.
 - `with_thread_tuning`: on torch, `fit`/`evaluate`/`predict` time their steps
   and move torch's thread count to the fastest for the machine's load
   (`kzoo.backend.torch_threads`).
@@ -178,6 +181,42 @@ def inference_function(function):
     if backend == "torch":
         return torch.without_autograd(function)
     return function
+
+
+def variable_length_batches(data):
+    """`data`, a `keras.utils.PyDataset` whose batches differ in length
+    (`kzoo.models.batching.LengthBatches`), as Keras can read it: on
+    TensorFlow a `tf.data.Dataset` of its batches with the shapes of
+    `data.signature()` (Keras' own adapter takes the shapes of the first two
+    batches as the shapes of all), elsewhere `data` itself.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kzoo.models.batching import LengthBatches
+    >>> data = LengthBatches({"token_ids": np.ones((3, 4), "int32")}, batch_size=2)
+    >>> len(list(variable_length_batches(data)))
+    2
+    """
+    if _backend() != "tensorflow" or len(data) == 0:
+        return data
+    return tensorflow.generator_dataset(data, data.signature())
+
+
+def map_predictions(step_result, function):
+    """`function` applied to the outputs in what Keras' `predict_step`
+    returns: the outputs, or on JAX `(outputs, non_trainable_variables)`.
+
+    Example:
+
+    >>> result = map_predictions((1, "state") if _backend() == "jax" else 1, lambda y: y + 1)
+    >>> result[0] if _backend() == "jax" else result
+    2
+    """
+    if _backend() == "jax":
+        outputs, state = step_result
+        return function(outputs), state
+    return function(step_result)
 
 
 def with_thread_tuning(callbacks):

@@ -358,3 +358,25 @@ def assert_in_graph(tensor, bounds, template):
         return tensor
     ok, values = bounds(tensor)
     return assert_always(tensor, ok, template, values)
+
+
+def generator_dataset(data, signature):
+    """A `tf.data.Dataset` of `data`'s batches (`data[i]`, read anew each
+    epoch, so an order that `set_epoch` changed is followed), of `signature`.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> batches = [(tf.constant([[1, 2]]),), (tf.constant([[3]]),)]
+    >>> data = generator_dataset(batches, (tf.TensorSpec([None, None], tf.int32),))
+    >>> [tuple(x.shape) for (x,) in data]
+    [(1, 2), (1, 1)]
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    def batches():
+        for index in range(len(data)):
+            yield data[index]
+
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(data))).prefetch(2)

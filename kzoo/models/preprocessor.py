@@ -12,6 +12,7 @@ import tensorflow as tf
 import tqdm
 
 from kzoo import presets
+from kzoo.data.padding_ladder import PADDING_MODES, cut_to, ladder_length, text_lengths
 from kzoo.models import serialization
 from kzoo.tokenizers.inputs import check_strings
 
@@ -23,13 +24,18 @@ class Preprocessor(keras.layers.Layer):
 
     A subclass sets `tokenizer_class` (the tokenizer it takes, so that a task
     can turn a bare tokenizer into its preprocessor), calls
-    `super().__init__(tokenizer)` and stores its other constructor arguments
-    as attributes of the same name; it defines `call(x, y=None,
-    sample_weight=None)` with TensorFlow ops, returning
-    `keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)` so that
-    `dataset.map(preprocessor)` works on `(x, y)` datasets. Calling the
-    preprocessor runs `call` as it is, on TensorFlow tensors, whatever the
-    Keras backend (`keras.layers.Layer.__call__` would convert them).
+    `super().__init__(tokenizer, padding)` and stores its other constructor
+    arguments as attributes of the same name; it defines `call(x, y=None,
+    sample_weight=None)` with TensorFlow ops, packing to `sequence_length` and
+    returning `keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)`
+    so that `dataset.map(preprocessor)` works on `(x, y)` datasets, and sets
+    `labels_per_token = True` if its labels are packed like the tokens.
+    Calling the preprocessor runs `call` on TensorFlow tensors, whatever the
+    Keras backend (`keras.layers.Layer.__call__` would convert them), then,
+    with `padding="longest"`, cuts the batch's trailing padding to the
+    smallest rung of `kzoo.data.length_ladder(sequence_length)` that holds
+    its longest text (`kzoo.data.padding_ladder`): the model's outputs at the
+    real positions are the same, for a fraction of the work on short texts.
 
     The constructor arguments are the config (the tokenizer serialized), and
     `from_preset` / `save_to_preset` read and write `preprocessor.json`,
@@ -38,6 +44,11 @@ class Preprocessor(keras.layers.Layer):
     Args:
         tokenizer: `kzoo.tokenizers.WordPieceTokenizer`. The tokenizer (e.g. a
             `kzoo.BertTokenizer`), kept as `self.tokenizer`.
+        padding: str. `"longest"`: each batch padded to the ladder length at
+            or above its longest text, and a task's `fit`/`evaluate`/`predict`
+            group texts of similar length into batches. `"max_length"`: every
+            batch padded to `sequence_length`, in the order given (fixed
+            shapes, e.g. for TPUs or a fixed-shape export). Defaults to `"longest"`.
 
     Example:
 
@@ -54,15 +65,34 @@ class Preprocessor(keras.layers.Layer):
     """
 
     tokenizer_class = None
+    labels_per_token = False
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, padding="longest"):
+        if padding not in PADDING_MODES:
+            raise ValueError(
+                f"padding must be 'longest' (each batch padded as far as its longest text needs) or "
+                f"'max_length' (every batch padded to sequence_length); got {padding!r}."
+            )
         super().__init__()
         self.tokenizer = tokenizer
+        self.padding = padding
         self.built = True  # no variables
 
     @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, *args, **kwargs):
-        return self.call(*args, **kwargs)
+        outputs = self.call(*args, **kwargs)
+        return outputs if self.padding == "max_length" else self._cut_padding(outputs)
+
+    def _cut_padding(self, outputs):
+        """`outputs` cut to the ladder length of the batch's longest text."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(outputs)
+        if not isinstance(x, dict) or "padding_mask" not in x:
+            return outputs
+        mask = x["padding_mask"]
+        longest = tf.reduce_max(text_lengths(mask if mask.shape.rank > 1 else mask[tf.newaxis]))
+        length = ladder_length(longest, self.sequence_length)
+        x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
 
     # === Config ===
 
@@ -139,7 +169,8 @@ class Preprocessor(keras.layers.Layer):
     # === Running ===
 
     def preprocess_in_memory(self, x, y=None, sample_weight=None):
-        """`self(x, y, sample_weight)` on examples in memory, as NumPy.
+        """`self(x, y, sample_weight)` on examples in memory, as NumPy, each
+        packed to `sequence_length` (a task cuts the padding batch by batch).
 
         Runs eagerly, one vectorised call per chunk of 4096 examples (a
         progress bar beyond one chunk): much faster than tracing a `tf.data`
@@ -167,7 +198,7 @@ class Preprocessor(keras.layers.Layer):
         chunks = []
         for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
             part = [rows(value, start, start + PREPROCESSING_CHUNK) for value in (x, y, sample_weight)]
-            packed = keras.utils.unpack_x_y_sample_weight(self(*part))
+            packed = keras.utils.unpack_x_y_sample_weight(self.call(*part))
             chunks.append(keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), packed))
         if len(chunks) == 1:
             return chunks[0]

@@ -10,7 +10,6 @@ are checked before the step they would spoil: in memory with a `ValueError`,
 in a dataset by assertions that fail its first bad batch with the same message.
 """
 
-import math
 import types
 import warnings
 
@@ -19,7 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend
-from kzoo.models import batch_checks, epoch_order, on_batch, quantization, serialization, task_export, task_presets
+from kzoo.models import batch_checks, on_batch, quantization, serialization, task_export, task_presets
+from kzoo.models.batching import FollowEpochs, LengthBatches, resumed_stream
 from kzoo.models.input_checks import check_examples, check_int
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
@@ -200,25 +200,48 @@ class Task(keras.Model):
         completed = self.backbone.complete_inputs({k: v for k, v in inputs.items() if k in names})
         return {**inputs, **completed}
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
-        """Keras' `x, y, sample_weight, batch_size`, with raw text packed and labels checked."""
+    @property
+    def padding(self):
+        """How this task pads text it packs (`Preprocessor`'s `padding`):
+        `"longest"` groups examples by length and pads each batch to its
+        ladder length; `"max_length"` (also without a preprocessor) keeps
+        the packed length and the given order."""
+        return getattr(self.preprocessor, "padding", "max_length")
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+        """Keras' `x, y, sample_weight, batch_size` with raw text packed and all
+        checked, in memory as `LengthBatches` of `order`; and those batches (or None).
+
+        The one way in for text: check the examples → pack them
+        (`Preprocessor.preprocess_in_memory`, at `sequence_length`) → check ids
+        and lengths once (`batch_checks`) → group by length and cut each
+        batch's padding (`LengthBatches`). A `tf.data.Dataset` is mapped the
+        same way (`_map_dataset`), batch by batch.
+        """
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
         if isinstance(x, tf.data.Dataset):
-            return {**arguments, "x": self._map_dataset(x)}
-        if not isinstance(x, IN_MEMORY):  # packed inputs, a generator, a PyDataset, None
+            return {**arguments, "x": self._map_dataset(x)}, None
+        if isinstance(x, dict):
             self._check_labels(y, packed=True)
-            return {**arguments, "x": self._check_packed(x) if isinstance(x, dict) else x}
-        preprocessor = self._require_preprocessor()
-        owner = type(self).__name__
-        x, y, sample_weight = (
-            to_tensors(value, name, owner) for value, name in ((x, "x"), (y, "y"), (sample_weight, "sample_weight"))
+            x = self._check_packed(x)
+        elif isinstance(x, IN_MEMORY):
+            preprocessor = self._require_preprocessor()
+            owner = type(self).__name__
+            x, y, sample_weight = (
+                to_tensors(value, name, owner) for value, name in ((x, "x"), (y, "y"), (sample_weight, "sample_weight"))
+            )
+            self._check_labels(y, packed=False)
+            x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
+            # Packed by a tokenizer that may not be the backbone's (one replaced since).
+            x = batch_checks.checked(x, self.backbone.input_limits())
+        else:  # a generator, a PyDataset, None: Keras' own
+            return arguments, None
+        data = LengthBatches(
+            x, y, sample_weight, batch_size or 32, order, self.padding,
+            labels_per_token=getattr(self.preprocessor, "labels_per_token", False), seed=seed,
         )
-        self._check_labels(y, packed=False)
-        x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
-        # Packed by a tokenizer that may not be the backbone's (one replaced since).
-        x = batch_checks.checked(x, self.backbone.input_limits())
-        return {**arguments, "x": x, "y": y, "sample_weight": sample_weight}
+        return {"x": data.for_keras(), "y": None, "sample_weight": None, "batch_size": None}, data
 
     def _map_dataset(self, dataset):
         """A `tf.data.Dataset` of raw text packed by the preprocessor (labels
@@ -283,56 +306,95 @@ class Task(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=None, *, sample_weight=None, **kwargs):
-        """`keras.Model.fit`, also on raw text (see the module docstring);
-        `validation_split` holds out the last fraction of raw text in memory
-        too, and `shuffle=None` (the default) is True except for a
-        `tf.data.Dataset`, which shuffles itself. Data in memory is shuffled
-        by epoch, and a dataset read with `steps_per_epoch` is read on from
-        where a backup stopped (`kzoo.models.epoch_order`), so that a `fit`
-        resumed by `keras.callbacks.BackupAndRestore` sees the batches the
-        uninterrupted one saw."""
+        """`keras.Model.fit`, also on raw text (see the module docstring).
+
+        Examples in memory go in batches of similar lengths, each padded only
+        as far as its longest text needs (with the preprocessor's
+        `padding="longest"`), in an order drawn from `(seed, epoch)`
+        (`kzoo.models.batching`): a `fit` resumed by
+        `keras.callbacks.BackupAndRestore` sees the batches the uninterrupted
+        one saw. `validation_split` holds out the last fraction of examples
+        in memory (text or packed), and `shuffle=None` (the default) is True
+        except for a `tf.data.Dataset`, which shuffles itself; a dataset read
+        with `steps_per_epoch` is read on from where a backup stopped."""
         if not self.compiled:
             self.compile()
-        if validation_split and validation_data is None and isinstance(x, IN_MEMORY):
-            (x, x_held_out), (y, y_held_out) = (split_rows(to_tensors(v), validation_split) for v in (x, y))
-            validation_data, validation_split = (x_held_out, y_held_out), 0.0
         check_int(epochs, "epochs", type(self).__name__, minimum=0)
-        train = self._prepare(x, y, sample_weight, batch_size)
+        if validation_split and validation_data is None and isinstance(x, (*IN_MEMORY, dict)):
+            (x, held_x), (y, held_y), (sample_weight, held_w) = (
+                _split_off(v, validation_split) for v in (x, y, sample_weight)
+            )
+            validation_data, validation_split = (held_x, held_y, held_w), 0.0
+        shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
+        order = "shuffled" if shuffle else "given"
+        train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
+        if data is not None:
+            callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
+        elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
+            train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
             unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)
-            validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)
+            validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)[0]
             validation_data = validation["x"] if validation["y"] is None else (validation["x"], validation["y"])
-        self._schedule_default_optimizer(train, epochs, kwargs.get("steps_per_epoch"))
-        shuffle = not isinstance(train["x"], tf.data.Dataset) if shuffle is None else shuffle
-        if shuffle is True and isinstance(train["x"], dict) and not validation_split and "steps_per_epoch" not in kwargs:
-            train, callbacks = epoch_order.ordered_by_epoch(train, callbacks)  # a resumed fit: the same batches
-            shuffle = False
-        elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
-            train["x"] = epoch_order.resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
+        self._schedule_default_optimizer(train, data, epochs, kwargs.get("steps_per_epoch"))
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=backend.with_thread_tuning(callbacks),
-                validation_split=validation_split,
-                validation_data=validation_data, shuffle=shuffle, **kwargs,
+                validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
-        """`keras.Model.evaluate`, also on raw text (see the module docstring)."""
+        """`keras.Model.evaluate`, also on raw text (see the module docstring);
+        examples in memory in batches of similar lengths (as `fit`)."""
         if not self.compiled:
             self.compile()
         callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+        prepared = self._prepare(x, y, sample_weight, batch_size)[0]
         with batch_checks.reported(self):
-            return super().evaluate(**self._prepare(x, y, sample_weight, batch_size), verbose=verbose,
-                                    callbacks=callbacks, **kwargs)
+            return super().evaluate(**prepared, verbose=verbose, callbacks=callbacks, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.predict`, also on raw text (see the module docstring)."""
-        prepared = self._prepare(x, batch_size=batch_size)
+        """`keras.Model.predict`, also on raw text (see the module docstring).
+
+        Examples in memory run in batches of similar lengths, each padded only
+        as far as its longest text needs; the outputs come back in the
+        caller's order, with their sequence axis (if any) at the packed
+        length, 0 beyond each batch's padded length."""
+        prepared, data = self._prepare(x, batch_size=batch_size)
         callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+        self._pad_outputs_to(None if data is None else data.max_length)
         with batch_checks.reported(self):
-            return super().predict(prepared["x"], batch_size=batch_size, verbose=verbose, callbacks=callbacks,
-                                   **kwargs)
+            outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose,
+                                      callbacks=callbacks, **kwargs)
+        if data is None or data.order == "given":
+            return outputs
+        back = np.argsort(data.rows())  # the caller's order
+        return keras.tree.map_structure(lambda array: array[back], outputs)
+
+    def predict_step(self, *args):
+        # Outputs along the sequence (the axes the functional graph leaves
+        # unknown) padded back to the packed length, so that batches of
+        # different lengths concatenate. Keras' step takes `(data)`, or
+        # `(state, data)` on JAX.
+        length = getattr(self, "_output_length", None)
+
+        def pad(output, symbolic):
+            axes = [i for i, size in enumerate(symbolic.shape) if i > 0 and size is None]
+            if not axes:
+                return output
+            shape = keras.ops.shape(output)
+            return keras.ops.pad(output, [[0, length - shape[i] if i in axes else 0] for i in range(len(shape))])
+
+        return backend.map_predictions(
+            super().predict_step(*args),
+            lambda outputs: outputs if length is None else keras.tree.map_structure(pad, outputs, self.output),
+        )
+
+    def _pad_outputs_to(self, length):
+        if length != getattr(self, "_output_length", None):
+            self._output_length = length
+            self.predict_function = None  # traced with the old length
 
     train_on_batch = on_batch.train_on_batch
     test_on_batch = on_batch.test_on_batch
@@ -342,8 +404,13 @@ class Task(keras.Model):
         # The `*_on_batch` entry points (kzoo.models.on_batch): raw text packed, all checked.
         if with_labels and not self.compiled:
             self.compile()
-        prepared = self._prepare(x, y, sample_weight)
-        return prepared["x"], prepared["y"], prepared["sample_weight"]
+        prepared, data = self._prepare(x, y, sample_weight, order="given")
+        if data is None:
+            return prepared["x"], prepared["y"], prepared["sample_weight"]
+        data.batch_size = max(data.size, 1)
+        data.set_epoch(0)
+        self._pad_outputs_to(data.max_length)
+        return (*data[0], None, None)[:3] if data.size else (data.arrays[0], *data.arrays[1:])
 
     # === Compilation ===
 
@@ -368,17 +435,16 @@ class Task(keras.Model):
         self._default_optimizer_pending = optimizer is None
         super().compile(optimizer=optimizer or self.default_optimizer(), **self._compile_arguments)
 
-    def _schedule_default_optimizer(self, train, epochs, steps_per_epoch):
+    def _schedule_default_optimizer(self, train, data, epochs, steps_per_epoch):
         """Replaces the default optimizer by one scheduled over the run."""
         if not getattr(self, "_default_optimizer_pending", False) or self.optimizer.built:
             return
         self._default_optimizer_pending = False
         if steps_per_epoch is None:
-            data = train["x"]
-            if isinstance(data, tf.data.Dataset):
-                steps_per_epoch = int(data.cardinality()) if int(data.cardinality()) > 0 else None
-            elif isinstance(data, dict):
-                steps_per_epoch = math.ceil(len(data["token_ids"]) / (train["batch_size"] or 32))
+            if data is not None:
+                steps_per_epoch = len(data)
+            elif isinstance(train["x"], tf.data.Dataset) and int(train["x"].cardinality()) > 0:
+                steps_per_epoch = int(train["x"].cardinality())
         if steps_per_epoch is None:
             warnings.warn(
                 "The number of training steps is unknown (a dataset of unknown length), so the "
@@ -418,3 +484,12 @@ class Task(keras.Model):
     save_to_preset = task_presets.save_to_preset
 
     export = task_export.export
+
+
+def _split_off(value, fraction):
+    """`(first, last)`: the last `fraction` of the examples held out, as Keras'
+    `validation_split` does: text, labels or weights in memory, or a dict of packed arrays."""
+    if isinstance(value, dict):
+        parts = {key: split_rows(to_tensors(array), fraction) for key, array in value.items()}
+        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
+    return split_rows(to_tensors(value), fraction)

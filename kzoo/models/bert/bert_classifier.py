@@ -148,11 +148,11 @@ class BertClassifier(Task):
 
     # === Labels as class names ===
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
         y = label_names.names_to_ids(y, self.class_names, "class_names", type(self).__name__)
         if y is not None and not hasattr(y, "element_spec"):  # labels in memory, not a dataset
             self._check_label_shape(np.shape(y) if isinstance(y, (list, tuple)) else getattr(y, "shape", ()))
-        return super()._prepare(x, y, sample_weight, batch_size)
+        return super()._prepare(x, y, sample_weight, batch_size, order, seed)
 
     def _map_dataset(self, dataset):
         spec = dataset.element_spec

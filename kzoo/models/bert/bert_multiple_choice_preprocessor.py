@@ -21,6 +21,9 @@ class BertMultipleChoicePreprocessor(Preprocessor):
     Args:
         tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
         sequence_length: int. The packed length of each pair. Defaults to `512`.
+        padding: str. `"longest"`: each batch padded only to the ladder length
+            (`kzoo.data.length_ladder`) at or above its longest text;
+            `"max_length"`: to `sequence_length`. Defaults to `"longest"`.
 
     Call arguments:
         x: tuple. `(contexts, choices)`: `contexts` a batch of strings
@@ -45,8 +48,8 @@ class BertMultipleChoicePreprocessor(Preprocessor):
 
     tokenizer_class = BertTokenizer
 
-    def __init__(self, tokenizer, sequence_length=512):
-        super().__init__(tokenizer)
+    def __init__(self, tokenizer, sequence_length=512, padding="longest"):
+        super().__init__(tokenizer, padding)
         self.sequence_length = pair_length(sequence_length, "BertMultipleChoicePreprocessor", minimum=5)
 
     def call(self, x, y=None, sample_weight=None):

@@ -27,6 +27,9 @@ class BertPreprocessor(Preprocessor):
         tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
         sequence_length: int. The fixed output length (128 for most of BERT's
             pre-training steps, 512 at most). Defaults to `512`.
+        padding: str. `"longest"`: each batch padded only to the ladder length
+            (`kzoo.data.length_ladder`) at or above its longest text;
+            `"max_length"`: to `sequence_length`. Defaults to `"longest"`.
 
     Call arguments:
         x: str, list of str or tuple. A batch of strings (list, NumPy array
@@ -55,8 +58,8 @@ class BertPreprocessor(Preprocessor):
 
     tokenizer_class = BertTokenizer
 
-    def __init__(self, tokenizer, sequence_length=512):
-        super().__init__(tokenizer)
+    def __init__(self, tokenizer, sequence_length=512, padding="longest"):
+        super().__init__(tokenizer, padding)
         self.sequence_length = pair_length(sequence_length)
 
     def call(self, x, y=None, sample_weight=None):

@@ -76,6 +76,9 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
             windows overlap. Defaults to `128`.
         max_question_length: int. Questions are cut to this many tokens.
             Defaults to `64`.
+        padding: str. `"longest"`: each batch padded only to the ladder length
+            (`kzoo.data.length_ladder`) at or above its longest text;
+            `"max_length"`: to `sequence_length`. Defaults to `"longest"`.
 
     Call arguments:
         x: tuple. `(questions, contexts)`, two equally long 1-D batches of
@@ -111,7 +114,9 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
 
     tokenizer_class = BertTokenizer
 
-    def __init__(self, tokenizer, sequence_length=384, document_stride=128, max_question_length=64):
+    def __init__(
+        self, tokenizer, sequence_length=384, document_stride=128, max_question_length=64, padding="longest"
+    ):
         check_ints("BertQuestionAnswererPreprocessor", sequence_length=sequence_length,
                    document_stride=document_stride, max_question_length=max_question_length)
         if document_stride < 1 or max_question_length < 1:
@@ -133,7 +138,7 @@ class BertQuestionAnswererPreprocessor(Preprocessor):
                 f"window, sequence_length - max_question_length - 3 = {room}, so that windows "
                 "overlap; lower document_stride or raise sequence_length."
             )
-        super().__init__(tokenizer)
+        super().__init__(tokenizer, padding)
         self.sequence_length = int(sequence_length)
         self.document_stride = int(document_stride)
         self.max_question_length = int(max_question_length)

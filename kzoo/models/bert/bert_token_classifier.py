@@ -172,9 +172,9 @@ class BertTokenClassifier(Task):
 
     # === Word labels as tags ===
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
         y = label_names.names_to_ids(y, self.tags, "tags", type(self).__name__)
-        return super()._prepare(x, y, sample_weight, batch_size)
+        return super()._prepare(x, y, sample_weight, batch_size, order, seed)
 
     def _assert_labels(self, labels, packed):
         labels = label_names.names_to_ids_in_graph(labels, self.tags, "tags", type(self).__name__)

@@ -107,6 +107,9 @@ class BertTokenClassifierPreprocessor(Preprocessor):
     Args:
         tokenizer: `kzoo.BertTokenizer`. The WordPiece tokenizer.
         sequence_length: int. The fixed output length (3 or more). Defaults to `128`.
+        padding: str. `"longest"`: each batch padded only to the ladder length
+            (`kzoo.data.length_ladder`) at or above its longest text;
+            `"max_length"`: to `sequence_length`. Defaults to `"longest"`.
 
     Call arguments:
         x: list of lists of str or `tf.RaggedTensor`. A batch of sentences
@@ -144,15 +147,16 @@ class BertTokenClassifierPreprocessor(Preprocessor):
     """
 
     tokenizer_class = BertTokenizer
+    labels_per_token = True  # cut with the tokens when padding is cut
 
-    def __init__(self, tokenizer, sequence_length=128):
+    def __init__(self, tokenizer, sequence_length=128, padding="longest"):
         check_int(sequence_length, "sequence_length", "BertTokenClassifierPreprocessor")
         if sequence_length < 3:
             raise ValueError(
                 f"sequence_length={sequence_length} leaves no room for words: [CLS] and "
                 "[SEP] take two positions; use 3 or more (128 is typical for NER)."
             )
-        super().__init__(tokenizer)
+        super().__init__(tokenizer, padding)
         self.sequence_length = int(sequence_length)
 
     def call(self, x, y=None, sample_weight=None):

@@ -1,0 +1,171 @@
+"""Examples in memory fed to Keras in batches grouped by length, each padded
+only as far as its longest text needs (`kzoo.data.padding_ladder`), in an
+order that depends only on `(seed, epoch)`.
+
+Keras shuffles arrays in memory from a random state that lives only in the
+running process, drawn once per epoch: a `fit` resumed at epoch k by
+`keras.callbacks.BackupAndRestore` would draw epoch 0's order again. Here
+epoch k's batches come from `(seed, k)` (`length_batches`), and `FollowEpochs`
+tells the data which epoch Keras is in; `seed` is drawn from NumPy's global
+generator when `fit` starts, so a script seeded with
+`keras.utils.set_random_seed` gets the same batches when it is run again to resume.
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kzoo import backend
+from kzoo.data.padding_ladder import SEQUENCE_KEYS, cut_to, ladder_length, length_batches, text_lengths
+
+
+class LengthBatches(keras.utils.PyDataset):
+    """Packed examples in memory, batched by length (BERT sec. 3 packing,
+    padding cut to a rung of the ladder per batch).
+
+    Args:
+        x: dict of NumPy arrays. Packed inputs, one row per example.
+        y: array, tuple/dict of arrays, or None. The labels. Defaults to `None`.
+        sample_weight: array or None. Per-example weights. Defaults to `None`.
+        batch_size: int. Examples per batch (the last one may be smaller). Defaults to `32`.
+        order: str. `"given"`, `"by_length"` (for `predict`/`evaluate`) or
+            `"shuffled"` (for `fit`: random batches of similar lengths,
+            drawn from `(seed, epoch)`). Defaults to `"by_length"`.
+        padding: str. `"longest"`: each batch cut to the ladder length at or
+            above its longest text (needs `x["padding_mask"]`); `"max_length"`:
+            as packed. Defaults to `"longest"`.
+        labels_per_token: bool. Whether `y` and `sample_weight` have a
+            sequence axis to cut too (token classification). Defaults to `False`.
+        seed: int. The seed of `"shuffled"`. Defaults to `0`.
+
+    Example:
+
+    >>> mask = np.array([[1] * n + [0] * (64 - n) for n in (40, 3, 9, 35)])
+    >>> data = LengthBatches({"token_ids": mask * 7, "padding_mask": mask}, np.arange(4), batch_size=2)
+    >>> [(batch[0]["token_ids"].shape, batch[1].tolist()) for batch in data]
+    [((2, 16), [1, 2]), ((2, 48), [3, 0])]
+    """
+
+    def __init__(self, x, y=None, sample_weight=None, batch_size=32, order="by_length", padding="longest",
+                 labels_per_token=False, seed=0):
+        super().__init__()
+        self.arrays = keras.tree.map_structure(_to_numpy, (x, y, sample_weight))
+        self.size = len(keras.tree.flatten(x)[0])
+        self.batch_size, self.order, self.seed = batch_size, order, seed
+        self.labels_per_token = labels_per_token
+        mask = x.get("padding_mask") if padding == "longest" else None
+        self.lengths = np.zeros(self.size, "int32") if mask is None else text_lengths(mask)
+        self.max_length = None if mask is None else mask.shape[-1]
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch):
+        """Batches the examples as epoch `epoch` (0-based, as Keras counts)."""
+        self.batches = length_batches(self.lengths, self.batch_size, self.order, self.seed, epoch)
+
+    @property
+    def num_batches(self):
+        return len(self.batches)
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        rows = self.batches[index]
+        x, y, sample_weight = keras.tree.map_structure(lambda a: None if a is None else a[rows], self.arrays)
+        if self.max_length is not None:
+            length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length)
+            x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
+        return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+
+    def rows(self):
+        """Which example each row of the concatenated batches is (to put
+        `predict`'s outputs back in the caller's order)."""
+        return np.concatenate(self.batches) if self.batches else np.zeros(0, "int64")
+
+    def signature(self):
+        """The batches' `tf.TensorSpec`s: batch and sequence axes unknown."""
+
+        def spec(array, sequence):
+            shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
+            return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
+
+        x, y, sample_weight = (*self[0], None, None)[:3]
+        x = {key: spec(value, key in SEQUENCE_KEYS) for key, value in x.items()}
+        y, sample_weight = (
+            None if v is None else keras.tree.map_structure(lambda a: spec(a, self.labels_per_token), v)
+            for v in (y, sample_weight)
+        )
+        return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+
+    def for_keras(self):
+        """What `keras.Model.fit`/`evaluate`/`predict` read: this dataset, with
+        its batches' varying lengths declared to TensorFlow's pipeline
+        (`kzoo.backend.variable_length_batches`)."""
+        return backend.variable_length_batches(self)
+
+
+def _to_numpy(value):
+    return None if value is None else value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+class FollowEpochs(keras.callbacks.Callback):
+    """Sets a `LengthBatches`' epoch as each epoch of `fit` begins (a resumed
+    `fit` begins at the epoch it resumes).
+
+    Args:
+        data: LengthBatches. The training data of the `fit`.
+
+    Example:
+
+    >>> data = LengthBatches({"ids": np.arange(4)}, batch_size=4, order="shuffled", seed=0)
+    >>> FollowEpochs(data).on_epoch_begin(2)
+    >>> sorted(data.batches[0].tolist())
+    [0, 1, 2, 3]
+    """
+
+    def __init__(self, data):
+        super().__init__()
+        self.data = data
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.data.set_epoch(epoch)
+
+
+def resumed_stream(dataset, callbacks, steps_per_epoch):
+    """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
+    `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
+    the batches of the epochs a `keras.callbacks.BackupAndRestore` among
+    `callbacks` has backed up: a resumed `fit` reads the batches the
+    uninterrupted one would read next. A pipeline seeded as
+    `kzoo.data.pretraining_dataset(..., seed=s)` is the same stream in
+    every process; the skipped batches are computed by the pipeline (no
+    training step), which is fast next to training.
+
+    Args:
+        dataset: `tf.data.Dataset`. The training batches.
+        callbacks: list of `keras.callbacks.Callback` or None. `fit`'s.
+        steps_per_epoch: int. Batches per epoch.
+
+    Returns:
+        The dataset, or the dataset after the batches already trained on.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> dataset = tf.data.Dataset.range(100)
+    >>> resumed_stream(dataset, None, 10) is dataset  # no backup: from the start
+    True
+    """
+    for callback in callbacks or ():
+        if not isinstance(callback, keras.callbacks.BackupAndRestore):
+            continue
+        path = callback._training_metadata_path  # written with each backup (kzoo.backend's list)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as file:
+                finished = int(json.load(file)["epoch"])
+            if finished:
+                return dataset.skip(finished * int(steps_per_epoch))
+    return dataset
