@@ -11,6 +11,9 @@
   and `mask_language_model` (`default_max_predictions` per sequence).
 - `batch_by_length`: batches of similar-length sequences within a token
   budget (Transformer sec. 5.1).
+- `length_ladder`, `ladder_length`, `length_batches`: the few lengths a
+  batch of text is padded to, and batches of similar lengths, for the
+  models' raw-text `fit` / `predict` (`kzoo.data.padding_ladder`).
 - `write_pretraining_tfrecords`, `read_pretraining_tfrecords`: pre-masked
   examples as sharded TFRecords in google-research/bert's format, read
   interleaved and split over hosts.
@@ -22,6 +25,7 @@
 from kzoo.data.corpus_shards import write_pretraining_shards
 from kzoo.data.documents import read_documents, read_text_files, stream_text_file
 from kzoo.data.length_batching import batch_by_length, length_boundaries
+from kzoo.data.padding_ladder import ladder_length, length_batches, length_ladder
 from kzoo.data.masked_lm import default_max_predictions, mask_language_model
 from kzoo.data.packing import pack_segments
 from kzoo.data.pretraining_dataset import pretraining_dataset
@@ -46,7 +50,10 @@ __all__ = [
     "SentencePairs",
     "TokenizedCorpus",
     "default_max_predictions",
+    "ladder_length",
     "learn_wordpiece_vocabulary",
+    "length_batches",
+    "length_ladder",
     "mask_language_model",
     "pack_segments",
     "pretraining_dataset",

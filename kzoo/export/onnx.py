@@ -31,6 +31,7 @@ import keras
 import numpy as np
 
 from kzoo.backend.checks import unchecked_in_graph
+from kzoo.data.padding_ladder import length_ladder
 from kzoo.export import onnx_tracing
 from kzoo.export.onnx_tracing import InputSpec
 from kzoo.models import label_names
@@ -240,6 +241,9 @@ def _serving_config(model, specs, outputs, onnx_path, difference):
             **ids,
             "layout": "[CLS] A [SEP] for one text, [CLS] A [SEP] B [SEP] for a pair, then [PAD] up to "
             "sequence_length; segment_ids 0 up to the first [SEP], 1 after; padding_mask 1 on tokens, "
-            "0 on [PAD]; a pair too long is cut longest-first",
+            "0 on [PAD]; a pair too long is cut longest-first; with padding 'longest', a batch may be "
+            "padded only to the first of ladder_lengths that holds its longest text (same outputs at the tokens)",
+            "ladder_lengths": length_ladder(preprocessor.sequence_length) if hasattr(preprocessor, "sequence_length")
+            else None,
         }
     return config

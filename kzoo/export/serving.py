@@ -108,7 +108,12 @@ def serve_features(model, preprocessor, text_pairs=False):
     """
 
     def outputs(packed):
-        return {"features": model(packed, training=False), "padding_mask": packed["padding_mask"]}
+        # Packed to the request's ladder length; served at sequence_length, as `predict` gives them.
+        features, mask = model(packed, training=False), packed["padding_mask"]
+        missing = preprocessor.sequence_length - tf.shape(mask)[-1]
+        sequence_axis = len(features.shape) - 2  # (batch, [L + 1,] sequence, features)
+        widths = [[0, missing if axis == sequence_axis else 0] for axis in range(len(features.shape))]
+        return {"features": tf.pad(features, widths), "padding_mask": tf.pad(mask, [[0, 0], [0, missing]])}
 
     return _text_inputs(model, preprocessor, text_pairs, outputs)
 

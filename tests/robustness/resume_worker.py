@@ -59,10 +59,12 @@ def main(task, backup_dir, out_dir, kill_at_epoch=None):
         dataset = kzoo.data.pretraining_dataset(documents, tokenizer, 16, 3, batch_size=4, seed=5, progress=False)
         model.fit(dataset.repeat(), steps_per_epoch=3, epochs=EPOCHS, callbacks=callbacks, verbose=0)
     else:
+        # Enough examples (20 steps an epoch) that the loss falls within 4 epochs.
+        texts = [" ".join(rng.choice(words, size=rng.integers(2, 7))) for _ in range(160)]
         labels = np.array([int("good" in text) for text in texts])
         model = kzoo.BertClassifier(backbone, num_classes=2, preprocessor=kzoo.BertTokenizer(VOCABULARY), dropout=0.1)
         model.set_sequence_length(10)
-        model.compile(optimizer=keras.optimizers.Adam(1e-2))  # learns within 4 epochs: drift would show
+        model.compile(optimizer=keras.optimizers.Adam(3e-3))  # learns within 4 epochs: drift would show
         model.fit(texts, labels, batch_size=8, epochs=EPOCHS, callbacks=callbacks, verbose=0)
     np.savez(os.path.join(out_dir, "weights.npz"), *[keras.ops.convert_to_numpy(w) for w in model.weights])
 

@@ -57,6 +57,7 @@ class BertPreprocessor(Preprocessor):
     """
 
     tokenizer_class = BertTokenizer
+    traceable = True
 
     def __init__(self, tokenizer, sequence_length=512, padding="longest"):
         super().__init__(tokenizer, padding)

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kzoo.data.padding_ladder import ladder_length, length_batches
 from kzoo.models.input_checks import check_int
 from kzoo.progress import Progress
 
@@ -12,10 +13,14 @@ from kzoo.progress import Progress
 def translate(model, preprocessor, sources, batch_size=32, progress=False, **search):
     """Translations of source strings (sec. 6.1's beam search by default).
 
-    Every batch is `batch_size` sources padded to the preprocessor's
-    `source_length` (the last batch filled up with copies of its first
-    source, whose outputs are dropped): one shape, so compiled search
-    compiles once.
+    Sources are grouped by length (`kzoo.data.length_batches`), and every
+    batch is `batch_size` sources padded only to the smallest rung of
+    `kzoo.data.length_ladder(source_length)` that holds its longest (the
+    short batch filled up with copies of its first source, whose outputs are
+    dropped): compiled search compiles at most once per rung, and a short
+    sentence is not searched next to 256 positions of padding. Each source's
+    output limit (its own length + 50, sec. 6.1) does not depend on the
+    batch, so the translations are those of one fixed shape, in the order given.
 
     Args:
         model: `kzoo.Transformer`. The trained model.
@@ -47,17 +52,22 @@ def translate(model, preprocessor, sources, batch_size=32, progress=False, **sea
         raise ValueError("translate takes a list of source strings (one sentence each).")
     sources = list(sources)
     length = preprocessor.source_length
-    outputs = []
+    outputs = [""] * len(sources)
+    if not sources:
+        return outputs
+    source_ids = preprocessor(tf.constant(sources))
+    if isinstance(source_ids, tf.RaggedTensor):  # a preprocessor with pad=False
+        source_ids = source_ids.to_tensor(shape=[None, length])
+    source_ids = np.asarray(source_ids)
+    lengths = (source_ids != preprocessor.tokenizer.padding_id).sum(axis=1)
     shown = Progress(len(sources), unit="sentence", label="translating: ") if progress else None
-    for start in range(0, len(sources), batch_size):
-        batch = sources[start : start + batch_size]
-        rows = batch + batch[:1] * (batch_size - len(batch))
-        source_ids = preprocessor(tf.constant(rows))
-        if isinstance(source_ids, tf.RaggedTensor):  # a preprocessor with pad=False
-            source_ids = source_ids.to_tensor(shape=[None, length])
-        tokens = model.generate(np.asarray(source_ids), **search)
+    for batch in length_batches(lengths, batch_size, "by_length"):
+        rows = np.concatenate([batch, np.repeat(batch[:1], batch_size - len(batch))])
+        rung = ladder_length(int(lengths[batch].max()), length)
+        tokens = model.generate(source_ids[rows, :rung], **search)
         texts = preprocessor.tokenizer.detokenize(keras.ops.convert_to_numpy(tokens)).numpy()
-        outputs.extend(text.decode("utf-8") for text in texts[: len(batch)])
+        for row, text in zip(batch, texts):
+            outputs[row] = text.decode("utf-8")
         if shown is not None:
             shown.add(len(batch))
     return outputs
