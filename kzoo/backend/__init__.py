@@ -80,7 +80,7 @@ when one disappears (a silently unused override would only be slower).
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - `keras.callbacks.BackupAndRestore._training_metadata_path` (the JSON file
   holding the epochs a backup has finished), read by
-  `kzoo.models.epoch_order.resumed_stream` (keras 3.15.1).
+  `kzoo.models.batching.resumed_stream` (keras 3.15.1).
 - JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops

@@ -111,8 +111,8 @@ def cut_to(length, x, y=None, sample_weight=None, labels_per_token=False):
     [[2, 5, 3]]
     """
     x = {key: value[..., :length] if key in SEQUENCE_KEYS else value for key, value in x.items()}
-    if labels_per_token:
-        y, sample_weight = (None if v is None else v[..., :length] for v in (y, sample_weight))
+    if labels_per_token:  # labels and weights per token, (batch, sequence); per example: as they are
+        y, sample_weight = (v[..., :length] if len(getattr(v, "shape", ())) > 1 else v for v in (y, sample_weight))
     return x, y, sample_weight
 
 
@@ -125,13 +125,17 @@ def length_batches(lengths, batch_size, order="by_length", seed=0, epoch=0, wind
       `evaluate` (results go back to the caller's order).
     - `"shuffled"`: for training, as Hugging Face's `group_by_length`: a
       permutation drawn from `(seed, epoch)`, cut into windows of
-      `window · batch_size` examples, each sorted by length and batched; then
-      the batches shuffled. Batches stay random, each holds similar lengths,
-      and epoch k's batches depend only on `(seed, k)`, so a `fit` resumed at
-      epoch k sees the batches the uninterrupted one saw.
+      `window · batch_size` examples, each sorted by length (longest first)
+      and batched; then the batches shuffled. Epoch k's batches depend only
+      on `(seed, k)`, so a `fit` resumed at epoch k sees the batches the
+      uninterrupted one saw. Pass each example's rung of the ladder as its
+      length (`LengthBatches` does): examples of one rung then stay in random
+      order, so batches are as random as the padding allows (sorting by exact
+      length would pad the same, but makes batches whose labels follow
+      length, e.g. longer reviews, all in one batch).
 
     Args:
-        lengths: int array `(n,)`. Each example's length.
+        lengths: int array `(n,)`. Each example's length (or its rung).
         batch_size: int. Examples per batch (the last one may be smaller).
         order: str. `"given"`, `"by_length"` or `"shuffled"`. Defaults to `"by_length"`.
         seed: int. With `epoch`, what `"shuffled"` draws from. Defaults to `0`.

@@ -19,7 +19,10 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend
-from kzoo.data.padding_ladder import SEQUENCE_KEYS, cut_to, ladder_length, length_batches, text_lengths
+from kzoo.data.padding_ladder import (
+    SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
+)
+from kzoo.models.preprocessor import split_rows, to_tensors
 
 
 class LengthBatches(keras.utils.PyDataset):
@@ -59,11 +62,14 @@ class LengthBatches(keras.utils.PyDataset):
         mask = x.get("padding_mask") if padding == "longest" else None
         self.lengths = np.zeros(self.size, "int32") if mask is None else text_lengths(mask)
         self.max_length = None if mask is None else mask.shape[-1]
+        # Training groups by rung only: within one, examples stay in random order.
+        self.rungs = self.lengths if mask is None else np.searchsorted(length_ladder(self.max_length), self.lengths)
         self.set_epoch(0)
 
     def set_epoch(self, epoch):
         """Batches the examples as epoch `epoch` (0-based, as Keras counts)."""
-        self.batches = length_batches(self.lengths, self.batch_size, self.order, self.seed, epoch)
+        keys = self.rungs if self.order == "shuffled" else self.lengths
+        self.batches = length_batches(keys, self.batch_size, self.order, self.seed, epoch)
 
     @property
     def num_batches(self):
@@ -109,6 +115,48 @@ class LengthBatches(keras.utils.PyDataset):
 
 def _to_numpy(value):
     return None if value is None else value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+def padded_to(length, outputs, symbolic_outputs):
+    """`outputs` of one batch padded with 0 to `length` along the axes that
+    follow the sequence: those the functional graph's outputs leave unknown
+    (besides the batch axis).
+
+    Args:
+        length: int. The packed length.
+        outputs: a tensor or a structure of tensors. A batch's outputs.
+        symbolic_outputs: the same structure of `keras.KerasTensor`s (`model.output`).
+
+    Example:
+
+    >>> keras.ops.convert_to_numpy(padded_to(4, np.ones((1, 2)), keras.KerasTensor((None, None)))).tolist()
+    [[1.0, 1.0, 0.0, 0.0]]
+    """
+
+    def pad(output, symbolic):
+        axes = [i for i, size in enumerate(symbolic.shape) if i > 0 and size is None]
+        if not axes:
+            return output
+        shape = keras.ops.shape(output)
+        return keras.ops.pad(output, [[0, length - shape[i] if i in axes else 0] for i in range(len(shape))])
+
+    return keras.tree.map_structure(pad, outputs, symbolic_outputs)
+
+
+def split_off(value, fraction):
+    """`(first, last)`: the last `fraction` of the examples held out, as Keras'
+    `validation_split` does: text, labels or weights in memory, or a dict of
+    packed arrays.
+
+    Example:
+
+    >>> split_off({"token_ids": np.arange(8).reshape(4, 2)}, 0.25)[1]["token_ids"].numpy().tolist()
+    [[6, 7]]
+    """
+    if isinstance(value, dict):
+        parts = {key: split_rows(to_tensors(array), fraction) for key, array in value.items()}
+        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
+    return split_rows(to_tensors(value), fraction)
 
 
 class FollowEpochs(keras.callbacks.Callback):

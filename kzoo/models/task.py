@@ -2,12 +2,14 @@
 
 With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
-them), packed by TensorFlow on the CPU outside the compiled model: text in
-memory by `Preprocessor.preprocess_in_memory`, a dataset by `dataset.map`.
-Packed inputs (a dict) go straight to the model. Integer labels, and the
-packed ids and lengths (`kzoo.models.batch_checks`, also after packing text),
-are checked before the step they would spoil: in memory with a `ValueError`,
-in a dataset by assertions that fail its first bad batch with the same message.
+them), packed by TensorFlow on the CPU outside the compiled model. Text in
+memory takes one way in (`Task._prepare`): examples checked, packed
+(`Preprocessor.preprocess_in_memory`), ids and lengths checked once
+(`kzoo.models.batch_checks`), then grouped by length into batches each
+padded only as far as its longest text needs (`kzoo.models.batching`); a
+dataset is mapped by the preprocessor batch by batch, with the same checks
+as assertions that fail its first bad batch with the same message. Packed
+inputs (a dict) skip the packing.
 """
 
 import types
@@ -19,7 +21,7 @@ import tensorflow as tf
 
 from kzoo import backend
 from kzoo.models import batch_checks, on_batch, quantization, serialization, task_export, task_presets
-from kzoo.models.batching import FollowEpochs, LengthBatches, resumed_stream
+from kzoo.models.batching import FollowEpochs, LengthBatches, padded_to, resumed_stream, split_off
 from kzoo.models.input_checks import check_examples, check_int
 from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
 
@@ -322,7 +324,7 @@ class Task(keras.Model):
         check_int(epochs, "epochs", type(self).__name__, minimum=0)
         if validation_split and validation_data is None and isinstance(x, (*IN_MEMORY, dict)):
             (x, held_x), (y, held_y), (sample_weight, held_w) = (
-                _split_off(v, validation_split) for v in (x, y, sample_weight)
+                split_off(v, validation_split) for v in (x, y, sample_weight)
             )
             validation_data, validation_split = (held_x, held_y, held_w), 0.0
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
@@ -373,22 +375,12 @@ class Task(keras.Model):
         return keras.tree.map_structure(lambda array: array[back], outputs)
 
     def predict_step(self, *args):
-        # Outputs along the sequence (the axes the functional graph leaves
-        # unknown) padded back to the packed length, so that batches of
-        # different lengths concatenate. Keras' step takes `(data)`, or
-        # `(state, data)` on JAX.
+        # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
+        # the sequence padded back so that batches of different lengths concatenate.
         length = getattr(self, "_output_length", None)
-
-        def pad(output, symbolic):
-            axes = [i for i, size in enumerate(symbolic.shape) if i > 0 and size is None]
-            if not axes:
-                return output
-            shape = keras.ops.shape(output)
-            return keras.ops.pad(output, [[0, length - shape[i] if i in axes else 0] for i in range(len(shape))])
-
         return backend.map_predictions(
             super().predict_step(*args),
-            lambda outputs: outputs if length is None else keras.tree.map_structure(pad, outputs, self.output),
+            lambda outputs: outputs if length is None else padded_to(length, outputs, self.output),
         )
 
     def _pad_outputs_to(self, length):
@@ -485,11 +477,3 @@ class Task(keras.Model):
 
     export = task_export.export
 
-
-def _split_off(value, fraction):
-    """`(first, last)`: the last `fraction` of the examples held out, as Keras'
-    `validation_split` does: text, labels or weights in memory, or a dict of packed arrays."""
-    if isinstance(value, dict):
-        parts = {key: split_rows(to_tensors(array), fraction) for key, array in value.items()}
-        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
-    return split_rows(to_tensors(value), fraction)

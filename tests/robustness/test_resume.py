@@ -5,7 +5,7 @@ fine-tuning on data in memory and pre-training on a `tf.data` stream.
 Three things make it so: `kzoo.layers.Dropout` saves its random state with
 the weights, `Task.fit` orders data in memory by epoch, and reads a stream
 (`steps_per_epoch`) on from the batch where the backup stopped
-(`kzoo.models.epoch_order`). The killed run and the resumed one are
+(`kzoo.models.batching`). The killed run and the resumed one are
 processes of their own (tests/robustness/resume_worker.py; the killed one
 dies by `os._exit`); the uninterrupted run is the same code in the test's process."""
 
