@@ -22,7 +22,8 @@ second of two passes (the first compiles every shape).
   its fast tokenizer with `padding=True`, `BertForSequenceClassification` in
   `torch.inference_mode`. KerasHub: `BertTextClassifier.predict` with its
   preprocessor (fixed length 128).
-- `finetune`: one epoch of raw-text fine-tuning at batch 32, AdamW 5e-5.
+- `finetune`: one epoch of raw-text fine-tuning at batch 32, AdamW 5e-5, on
+  the main job's 1,120 training sentences (7 areas) with `--corpus library`.
   kzoo: `fit(texts, labels)`; KerasHub: `fit(texts, labels)`; Hugging Face: a
   torch loop with dynamic padding per shuffled batch (as its Trainer's
   `DataCollatorWithPadding`).
@@ -45,8 +46,15 @@ LENGTH = 128
 CONTENDERS = ("kzoo:tensorflow", "kzoo:jax", "kzoo:torch", "kzoo:torch:fixed", "hf:torch", "kerashub:jax")
 
 
-def texts_of(corpus):
-    """The benchmark's texts and 2-way labels (alternating)."""
+def texts_of(corpus, workload):
+    """The benchmark's texts, labels and number of classes: for fine-tuning on
+    `library`, the main job's 1,120 training sentences and their 7 areas;
+    otherwise 2-way labels (alternating)."""
+    if corpus == "library" and workload == "finetune":
+        from offline_corpora import library_area_task  # noqa: PLC0415
+
+        areas, (texts, labels), _ = library_area_task(160, 96)
+        return texts, labels, len(areas)
     if corpus == "library":
         from offline_corpora import library_area_sentences  # noqa: PLC0415
 
@@ -62,7 +70,7 @@ def texts_of(corpus):
             with open(os.path.join(folder, name), encoding="utf-8") as file:
                 paragraphs += [p.strip() for p in file.read().split("\n\n") if len(p.split()) > 3]
         texts = paragraphs[:1024]
-    return texts, [i % 2 for i in range(len(texts))]
+    return texts, [i % 2 for i in range(len(texts))], 2
 
 
 def minilm_directory():
@@ -72,13 +80,13 @@ def minilm_directory():
     return model_root(weights_directory("all_minilm_l6_v2", get_preset("all_minilm_l6_v2")))
 
 
-def kzoo_contender(option):
+def kzoo_contender(option, num_classes):
     import keras  # noqa: PLC0415
 
     import kzoo  # noqa: PLC0415
 
     padding = "max_length" if option == "fixed" else "longest"
-    model = kzoo.BertClassifier.from_preset("all_minilm_l6_v2", num_classes=2, sequence_length=LENGTH)
+    model = kzoo.BertClassifier.from_preset("all_minilm_l6_v2", num_classes=num_classes, sequence_length=LENGTH)
     model.preprocessor.padding = padding
 
     def predict(texts, batch_size):
@@ -99,13 +107,13 @@ def kzoo_contender(option):
     return predict, finetune, positions
 
 
-def hf_contender(option):
+def hf_contender(option, num_classes):
     import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
 
     directory = minilm_directory()
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    model = transformers.BertForSequenceClassification.from_pretrained(directory, num_labels=2)
+    model = transformers.BertForSequenceClassification.from_pretrained(directory, num_labels=num_classes)
 
     def encode(texts):
         return tokenizer(texts, padding=True, truncation=True, max_length=LENGTH, return_tensors="pt")
@@ -139,7 +147,7 @@ def hf_contender(option):
     return predict, finetune, positions
 
 
-def kerashub_contender(option):
+def kerashub_contender(option, num_classes):
     import keras  # noqa: PLC0415
     import keras_hub  # noqa: PLC0415
 
@@ -150,7 +158,7 @@ def kerashub_contender(option):
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=6, num_heads=12, hidden_dim=384,
         intermediate_dim=1536, max_sequence_length=512,
     )
-    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=preprocessor)
+    model = keras_hub.models.BertTextClassifier(backbone, num_classes=num_classes, preprocessor=preprocessor)
 
     def predict(texts, batch_size):
         return keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(texts, batch_size=batch_size, verbose=0)))
@@ -168,9 +176,9 @@ def kerashub_contender(option):
 
 def child(contender, corpus, workload):
     impl, _, option = (contender.split(":") + [""])[:3]
-    texts, labels = texts_of(corpus)
+    texts, labels, num_classes = texts_of(corpus, workload)
     predict, finetune, positions = {"kzoo": kzoo_contender, "hf": hf_contender,
-                                    "kerashub": kerashub_contender}[impl](option)
+                                    "kerashub": kerashub_contender}[impl](option, num_classes)
     computed, real = positions(texts)
     result = {"computed_positions": computed, "real_tokens": real, "texts": len(texts)}
     if workload == "inference":

@@ -23,9 +23,11 @@ PADDING_MODES = ("longest", "max_length")
 
 
 def length_ladder(max_length, unit=16):
-    """The rungs: `unit` times 1, 2, 3, 4, 6, 8, 12, 16, ... (each rung at
-    most 1.5x the one below, so at most a third of a batch is padding beyond
-    its longest text), below `max_length`, then `max_length` itself.
+    """The rungs: `unit` times 1, 2, 3, 4, 6, 8, 12, 16, ... below
+    `max_length`, then `max_length` itself. From the third rung on each is at
+    most 1.5x the one below, so at most a third of a batch's positions pad
+    beyond its longest text; about two rungs per doubling keep the shapes (and
+    XLA's compiles) few: 6 up to 128, 10 up to 512.
 
     Args:
         max_length: int. The longest packed length (the preprocessor's `sequence_length`).
