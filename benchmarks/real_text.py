@@ -58,11 +58,11 @@ def texts_of(corpus, workload):
     if corpus == "library":
         from offline_corpora import library_area_sentences  # noqa: PLC0415
 
-        texts = [sentence for sentence, _, _ in library_area_sentences()][:2048]
+        texts = [sentence for sentence, _, _ in library_area_sentences()][:1024]
     elif corpus == "gettext":
         from offline_corpora import message_catalog_pairs  # noqa: PLC0415
 
-        texts = [source for source, _ in message_catalog_pairs()][:2048]
+        texts = [source for source, _ in message_catalog_pairs()][:1024]
     else:
         folder = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "seeds")
         paragraphs = []

@@ -50,7 +50,7 @@ The sizes keep the whole run, both models included, to about 10 minutes on
 2 CPU cores (measured: README, Quick start): a sequence length of 128 tokens
 holds 99.7% of the sentences whole, yet costs little, since the median
 sentence is 18 WordPiece tokens and each batch is padded only to the first
-of 16, 32, 48, 64, 96, 128 that holds its longest (XLA compiles one training
+of 16, 32, 64, 128 that holds its longest (XLA compiles one training
 step per length used).
 
 `--smoke` runs every step above (both models, saving, reloading,

@@ -23,15 +23,16 @@ PADDING_MODES = ("longest", "max_length")
 
 
 def length_ladder(max_length, unit=16):
-    """The rungs: `unit` times 1, 2, 3, 4, 6, 8, 12, 16, ... below
-    `max_length`, then `max_length` itself. From the third rung on each is at
-    most 1.5x the one below, so at most a third of a batch's positions pad
-    beyond its longest text; about two rungs per doubling keep the shapes (and
-    XLA's compiles) few: 6 up to 128, 10 up to 512.
+    """The rungs: `unit` times 1, 2, 4, 8, then 12, 16, 24, 32, ... below
+    `max_length`, then `max_length` itself. Up to `8 · unit` (128) a step is
+    cheap next to an XLA compile (seconds), so the rungs double: few shapes
+    to compile; above it steps cost more than padding saves, so each rung is
+    at most 1.5x the one below (at most a third of a batch's positions pad
+    beyond its longest text). 4 rungs up to 128, 8 up to 512.
 
     Args:
         max_length: int. The longest packed length (the preprocessor's `sequence_length`).
-        unit: int. The first rung and the step of the small ones. Defaults to `16`.
+        unit: int. The first rung. Defaults to `16`.
 
     Returns:
         A list of increasing ints ending with `max_length`.
@@ -39,13 +40,14 @@ def length_ladder(max_length, unit=16):
     Example:
 
     >>> length_ladder(128)
-    [16, 32, 48, 64, 96, 128]
+    [16, 32, 64, 128]
     >>> length_ladder(512)
-    [16, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+    [16, 32, 64, 128, 192, 256, 384, 512]
     >>> length_ladder(40), length_ladder(8)
     ([16, 32, 40], [8])
     """
-    rungs, power = [unit], 2 * unit
+    rungs = [unit, 2 * unit, 4 * unit]
+    power = 8 * unit
     while power < max_length:
         rungs += [power, power * 3 // 2]
         power *= 2
@@ -65,7 +67,7 @@ def ladder_length(longest, max_length, padding="longest"):
     Example:
 
     >>> ladder_length(12, 128), ladder_length(33, 128), ladder_length(0, 128), ladder_length(5, 128, "max_length")
-    (16, 48, 16, 128)
+    (16, 64, 16, 128)
     """
     if padding == "max_length":
         return max_length

@@ -79,7 +79,10 @@ class LengthBatches(keras.utils.PyDataset):
         return len(self.batches)
 
     def __getitem__(self, index):
-        rows = self.batches[index]
+        return self.batch(self.batches[index])
+
+    def batch(self, rows):
+        """The examples `rows` as a batch, its padding cut to its ladder length."""
         x, y, sample_weight = keras.tree.map_structure(lambda a: None if a is None else a[rows], self.arrays)
         if self.max_length is not None:
             length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length)

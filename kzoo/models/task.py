@@ -369,7 +369,7 @@ class Task(keras.Model):
         with batch_checks.reported(self):
             outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose,
                                       callbacks=callbacks, **kwargs)
-        if data is None or data.order == "given":
+        if data is None:
             return outputs
         back = np.argsort(data.rows())  # the caller's order
         return keras.tree.map_structure(lambda array: array[back], outputs)
@@ -399,10 +399,8 @@ class Task(keras.Model):
         prepared, data = self._prepare(x, y, sample_weight, order="given")
         if data is None:
             return prepared["x"], prepared["y"], prepared["sample_weight"]
-        data.batch_size = max(data.size, 1)
-        data.set_epoch(0)
         self._pad_outputs_to(data.max_length)
-        return (*data[0], None, None)[:3] if data.size else (data.arrays[0], *data.arrays[1:])
+        return (*data.batch(np.arange(data.size)), None, None)[:3]
 
     # === Compilation ===
 

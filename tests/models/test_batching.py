@@ -9,7 +9,7 @@ import kzoo
 from kzoo.data.padding_ladder import length_ladder, text_lengths
 from tests.models.bert.task_fixtures import FILLERS, VOCABULARY, choice_examples, tiny_backbone
 
-SEQUENCE_LENGTH = 64  # ladder 16, 32, 48, 64
+SEQUENCE_LENGTH = 64  # ladder 16, 32, 64
 
 
 def texts_of_every_length(n=45, seed=0):
