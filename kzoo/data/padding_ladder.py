@@ -22,7 +22,7 @@ SEQUENCE_KEYS = ("token_ids", "segment_ids", "padding_mask")  # BERT's packed in
 PADDING_MODES = ("longest", "max_length")
 
 
-def length_ladder(max_length, unit=16):
+def length_ladder(max_length, unit=16, compiled=True):
     """The rungs: `unit` times 1, 2, 4, 8, then 12, 16, 24, 32, ... below
     `max_length`, then `max_length` itself. Up to `8 · unit` (128) a step is
     cheap next to an XLA compile (seconds), so the rungs double: few shapes
@@ -30,9 +30,15 @@ def length_ladder(max_length, unit=16):
     at most 1.5x the one below (at most a third of a batch's positions pad
     beyond its longest text). 4 rungs up to 128, 8 up to 512.
 
+    A model that does not compile a step per shape (torch, TensorFlow
+    without XLA) takes `compiled=False`: every multiple of 8, so each batch
+    pads only to the multiple of 8 at or above its longest text (Hugging
+    Face's `padding="longest"` with `pad_to_multiple_of=8`).
+
     Args:
         max_length: int. The longest packed length (the preprocessor's `sequence_length`).
         unit: int. The first rung. Defaults to `16`.
+        compiled: bool. Whether each shape costs a compile. Defaults to `True`.
 
     Returns:
         A list of increasing ints ending with `max_length`.
@@ -41,11 +47,15 @@ def length_ladder(max_length, unit=16):
 
     >>> length_ladder(128)
     [16, 32, 64, 128]
+    >>> length_ladder(40, compiled=False)
+    [8, 16, 24, 32, 40]
     >>> length_ladder(512)
     [16, 32, 64, 128, 192, 256, 384, 512]
     >>> length_ladder(40), length_ladder(8)
     ([16, 32, 40], [8])
     """
+    if not compiled:
+        return list(range(8, max_length, 8)) + [int(max_length)]
     rungs = [unit, 2 * unit, 4 * unit]
     power = 8 * unit
     while power < max_length:
@@ -54,15 +64,16 @@ def length_ladder(max_length, unit=16):
     return [r for r in rungs if r < max_length] + [int(max_length)]
 
 
-def ladder_length(longest, max_length, padding="longest"):
+def ladder_length(longest, max_length, padding="longest", ladder=None):
     """The length a batch whose longest text has `longest` tokens is padded
-    to: the smallest rung of `length_ladder(max_length)` at or above it, or
-    `max_length` with `padding="max_length"`.
+    to: the smallest rung of `ladder` at or above it, or `max_length` with
+    `padding="max_length"`.
 
     Args:
         longest: int or scalar int tensor. The batch's longest text, in tokens.
         max_length: int. The packed length.
         padding: str. `"longest"` or `"max_length"`. Defaults to `"longest"`.
+        ladder: list of int or None. Defaults to `None`: `length_ladder(max_length)`.
 
     Example:
 
@@ -71,7 +82,7 @@ def ladder_length(longest, max_length, padding="longest"):
     """
     if padding == "max_length":
         return max_length
-    ladder = length_ladder(max_length)
+    ladder = length_ladder(max_length) if ladder is None else ladder
     if isinstance(longest, tf.Tensor):
         index = tf.searchsorted(tf.constant(ladder, longest.dtype), tf.reshape(longest, [1]), side="left")[0]
         return tf.gather(tf.constant(ladder, tf.int32), tf.minimum(index, len(ladder) - 1))

@@ -43,6 +43,9 @@ class LengthBatches(keras.utils.PyDataset):
         labels_per_token: bool. Whether `y` and `sample_weight` have a
             sequence axis to cut too (token classification). Defaults to `False`.
         seed: int. The seed of `"shuffled"`. Defaults to `0`.
+        compiled: bool. Whether the model compiles a step per shape (XLA,
+            `jax.jit`): the lengths are then few (`kzoo.data.length_ladder`);
+            otherwise any multiple of 8. Defaults to `True`.
 
     Example:
 
@@ -53,7 +56,7 @@ class LengthBatches(keras.utils.PyDataset):
     """
 
     def __init__(self, x, y=None, sample_weight=None, batch_size=32, order="by_length", padding="longest",
-                 labels_per_token=False, seed=0):
+                 labels_per_token=False, seed=0, compiled=True):
         super().__init__()
         self.arrays = keras.tree.map_structure(_to_numpy, (x, y, sample_weight))
         self.size = len(keras.tree.flatten(x)[0])
@@ -62,8 +65,9 @@ class LengthBatches(keras.utils.PyDataset):
         mask = x.get("padding_mask") if padding == "longest" else None
         self.lengths = np.zeros(self.size, "int32") if mask is None else text_lengths(mask)
         self.max_length = None if mask is None else mask.shape[-1]
+        self.ladder = None if mask is None else length_ladder(self.max_length, compiled=compiled)
         # Training groups by rung only: within one, examples stay in random order.
-        self.rungs = self.lengths if mask is None else np.searchsorted(length_ladder(self.max_length), self.lengths)
+        self.rungs = self.lengths if mask is None else np.searchsorted(self.ladder, self.lengths)
         self.set_epoch(0)
 
     def set_epoch(self, epoch):
@@ -85,7 +89,7 @@ class LengthBatches(keras.utils.PyDataset):
         """The examples `rows` as a batch, its padding cut to its ladder length."""
         x, y, sample_weight = keras.tree.map_structure(lambda a: None if a is None else a[rows], self.arrays)
         if self.max_length is not None:
-            length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length)
+            length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length, ladder=self.ladder)
             x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
@@ -110,10 +114,15 @@ class LengthBatches(keras.utils.PyDataset):
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
     def for_keras(self):
-        """What `keras.Model.fit`/`evaluate`/`predict` read: this dataset, with
-        its batches' varying lengths declared to TensorFlow's pipeline
+        """`keras.Model.fit`/`evaluate`/`predict`'s `x`, `y`, `sample_weight`
+        and `batch_size` for these batches: one batch as its arrays (the
+        cheapest way in for a single request), more as this dataset, with
+        their varying lengths declared to TensorFlow's pipeline
         (`kzoo.backend.variable_length_batches`)."""
-        return backend.variable_length_batches(self)
+        if len(self) == 1:
+            x, y, sample_weight = (*self[0], None, None)[:3]
+            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": self.size}
+        return {"x": backend.variable_length_batches(self), "y": None, "sample_weight": None, "batch_size": None}
 
 
 def _to_numpy(value):
