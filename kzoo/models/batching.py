@@ -52,7 +52,7 @@ class LengthBatches(keras.utils.PyDataset):
     >>> mask = np.array([[1] * n + [0] * (64 - n) for n in (40, 3, 9, 35)])
     >>> data = LengthBatches({"token_ids": mask * 7, "padding_mask": mask}, np.arange(4), batch_size=2)
     >>> [(batch[0]["token_ids"].shape, batch[1].tolist()) for batch in data]
-    [((2, 16), [1, 2]), ((2, 48), [3, 0])]
+    [((2, 16), [1, 2]), ((2, 64), [3, 0])]
     """
 
     def __init__(self, x, y=None, sample_weight=None, batch_size=32, order="by_length", padding="longest",
