@@ -13,9 +13,6 @@ plain `keras.ops`; what differs is how Keras runs it:
   `fit` traces its step, which Keras would otherwise trace (and compile) twice.
 - `keep_state_on_error`: a model keeps its weights when `fit`/`predict` fail
   on JAX (`kzoo.backend.jax`).
-- `checked_before_step`: kzoo's own steps, whose batches are checked before
-  the step, are told apart from a user's step compiled with XLA on
-  TensorFlow, which cannot check ids and warns when traced.
 - `one_garbage_collection`: Keras' quantization frees each float kernel with
   a full `gc.collect()`; kzoo's quantization runs one at the end instead.
 - `variable_length_batches`: batches of varying length in memory go to
@@ -239,22 +236,6 @@ def with_thread_tuning(callbacks):
     if tuning is None:
         return callbacks
     return [*(callbacks or []), tuning]
-
-
-def checked_before_step():
-    """A context manager for kzoo's own `fit`/`evaluate`/`predict`/`generate`,
-    which check ids and lengths before each compiled step: inside it, a step
-    traced with XLA on TensorFlow does not warn that it cannot check them
-    (`kzoo.backend.tensorflow.checked_before_step`); nothing elsewhere.
-
-    Example:
-
-    >>> with checked_before_step():
-    ...     pass
-    """
-    if _backend() == "tensorflow":
-        return tensorflow.checked_before_step()
-    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager

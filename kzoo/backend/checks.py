@@ -1,28 +1,25 @@
-"""Input checks that read tensor values: ids inside their embedding table,
-positions inside the position table; the same message on every backend, in
-eager calls and inside compiled steps.
+"""Ids inside their embedding table, positions inside the position table:
+the same message on every backend, in eager calls and in compiled steps.
 
-Where the values cannot be read (a traced or compiled function), each engine
-checks its own way, in its module of `kzoo.backend`:
+Data is checked once, where it comes in. kzoo's own `fit`, `evaluate`,
+`predict`, `*_on_batch` and `generate` check packed batches on the host
+before any step (`check_batch`, `kzoo.models.batch_checks`) and run their
+steps inside `checked_upstream()`, so the steps they trace carry no check.
+A layer called eagerly checks the values it gets. A step kzoo does not drive
+(a user's model around a backbone) is checked inside the step, each engine
+its own way:
 
-- TensorFlow graph (`tf.function` without XLA): an assertion op, tied to the
-  ids so that nothing downstream (the lookup, the weight update) runs first;
-  it fails the step with the message as a `tf.errors.InvalidArgumentError`.
+- TensorFlow graph (`tf.function` without XLA): an assertion op tied to the
+  ids, so that nothing downstream (the lookup, the weight update) runs first.
 - TensorFlow under XLA: nothing can fail a step (XLA drops assertion ops and
-  clamps out-of-range indices). kzoo's own models check every batch before
-  the step (`kzoo.models.batch_checks`); a model kzoo does not drive, compiled
-  with XLA on TensorFlow, goes unchecked.
-- JAX (`jax.jit`): a host callback raises the message, failing the step at
-  once (`kzoo.backend.jax.raise_in_step`). Keras donates the weights to its
-  compiled steps, so a step that fails loses them: kzoo's own models check
-  every batch before the step, so the callback only fires in models kzoo does
-  not drive.
-- TensorFlow graph without XLA: Keras' optimizer step counter does not wait
-  for the data, so a refused `fit` step may have advanced it by one.
+  clamps out-of-range ids: no NaN, but wrong rows); a warning says so when
+  the step is traced.
+- JAX (`jax.jit`): a host callback raises the message (Keras' JAX embedding
+  would return NaN rows, and NaN weights after the update).
 - torch: eager; under `torch.compile` the values cannot be read.
 
-A graph traced for export to another runtime (`unchecked_in_graph`, e.g.
-ONNX) has no check: that runtime has no way to raise kzoo's message.
+A graph traced for export to another runtime (ONNX) runs inside
+`checked_upstream()` too: that runtime cannot raise kzoo's message.
 """
 
 import contextlib
@@ -99,20 +96,20 @@ def length_message(limit, first, last):
     )
 
 
-_UNCHECKED = contextvars.ContextVar("kzoo_unchecked_in_graph", default=False)
+_UNCHECKED = contextvars.ContextVar("kzoo_checked_upstream", default=False)
 
 
 @contextlib.contextmanager
-def unchecked_in_graph():
+def checked_upstream():
     """Inside: traced calls add no checks to their graph (no TensorFlow
-    assertion, no JAX host callback), for a graph exported to a runtime that
-    could not run them (ONNX: onnxruntime refuses out-of-range ids itself).
-    Calls on concrete values still raise.
+    assertion, no JAX host callback), because the data was checked where it
+    came in (kzoo's own steps), or the graph goes to a runtime that could not
+    run them (ONNX). Calls on concrete values still raise.
 
     Example:
 
     >>> import numpy as np
-    >>> with unchecked_in_graph():
+    >>> with checked_upstream():
     ...     check_ids_in_range(np.array([[1, 2]]), 5, "token ids").tolist()
     [[1, 2]]
     """
@@ -224,13 +221,14 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     return sequence_length
 
 
-# === Whole batches, before the compiled step ===
+# === Whole batches, where data comes in ===
 
 
-def check_batch(inputs, limits):
+def check_batch(inputs, limits, where=""):
     """`ValueError`s for packed `inputs` in memory (a dict of arrays, one
     example per row) outside `limits` (input name -> list of `IdsLimit` /
-    `LengthLimit`): the eager message, and for ids the first example that has one.
+    `LengthLimit`): the eager message, for ids the first example that has
+    one, then `where` (e.g. which batch of a dataset).
 
     Example:
 
@@ -244,44 +242,12 @@ def check_batch(inputs, limits):
         for limit in limits.get(name, ()):
             if isinstance(limit, LengthLimit):
                 if values.ndim and values.shape[-1] > limit.max_sequence_length:
-                    raise ValueError(length_message(limit, 0, values.shape[-1] - 1))
+                    raise ValueError(length_message(limit, 0, values.shape[-1] - 1) + where)
             elif values.size:
                 low, high = int(values.min()), int(values.max())
                 if low < 0 or high >= limit.size:
                     bad = ((values < 0) | (values >= limit.size)).reshape(len(values), -1).any(axis=1)
                     raise ValueError(
                         f"{ids_message(limit, low, high)} The first is in example "
-                        f"{int(np.argmax(bad))} of the inputs (counting from 0)."
+                        f"{int(np.argmax(bad))} of the inputs (counting from 0).{where}"
                     )
-
-
-def assert_batch(inputs, limits, where, *where_values):
-    """`inputs` (a dict of TensorFlow tensors, e.g. inside `tf.data`) with
-    assertions for `limits`, as `check_batch`: a bad batch fails with the same
-    message (`where` formatted with `where_values`, "{}" each) as a
-    `tf.errors.InvalidArgumentError` when it is reached.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> checked = assert_batch({"token_ids": tf.constant([[1, 2]])}, {"token_ids": [IdsLimit(5, "ids")]}, "")
-    >>> checked["token_ids"].numpy().tolist()
-    [[1, 2]]
-    """
-    import tensorflow as tf  # noqa: PLC0415
-
-    checked = dict(inputs)
-    for name, value in inputs.items():
-        for limit in limits.get(name, ()):
-            dense = value.flat_values if isinstance(value, tf.RaggedTensor) else value
-            if isinstance(limit, LengthLimit):
-                length = tf.shape(value.to_tensor() if isinstance(value, tf.RaggedTensor) else value)[-1]
-                ok, values = length <= limit.max_sequence_length, [tf.constant(0), length - 1]
-                template = _template(length_message, limit)
-            else:
-                ok, values = _ids_bounds(dense, limit.size)
-                template = _template(ids_message, limit)
-            checked[name] = tensorflow_backend.assert_always(
-                checked[name], ok, template + where, [*values, *where_values]
-            )
-    return checked

@@ -13,7 +13,7 @@ test suite sets it). Under XLA, TensorFlow cannot check id ranges inside the
 compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`),
 and a step compiled outside them (a user's own `keras.Model` around a kzoo
 backbone, with `jit_compile=True`) gets a warning when it is traced
-(`checked_before_step`).
+(`assert_in_graph`).
 
 Process set-up
 --------------
@@ -289,28 +289,6 @@ def compiled_for_inference(function):
     return tf.function(function, jit_compile=True, reduce_retracing=True)
 
 
-def assert_always(tensor, ok, template, values):
-    """`tensor` tied to an assertion that `ok` (a boolean tensor) holds,
-    failing with `template` formatted with `values` ("{}" each) as a
-    `tf.errors.InvalidArgumentError`; for graphs XLA does not compile (e.g.
-    `tf.data`). Ops run in parallel in a graph: whatever uses the returned copy
-    (a lookup, a weight update) waits for the check.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> assert_always(tf.constant(3), tf.constant(False), "got {}", [tf.constant(3)])
-    Traceback (most recent call last):
-    ...
-    tensorflow.python.framework.errors_impl.InvalidArgumentError: ...got 3...
-    """
-    import tensorflow as tf  # noqa: PLC0415
-
-    check = tf.debugging.Assert(ok, [tf.strings.format(template, values)], summarize=1)
-    with tf.control_dependencies([check]):
-        return tf.nest.map_structure(tf.identity, tensor)
-
-
 UNCHECKED_UNDER_XLA = (
     "kzoo cannot check ids and lengths inside a step compiled with XLA on TensorFlow (XLA drops "
     "assertions and clamps out-of-range ids to the table's last row, silently), and this step is "
@@ -318,32 +296,14 @@ UNCHECKED_UNDER_XLA = (
     "(kzoo.models.batch_checks.checked(inputs, backbone.input_limits())), or compile with "
     "jit_compile=False, where kzoo's checks fail a bad step."
 )
-_checked_before_step = [0]  # how many kzoo fit/evaluate/predict/generate calls are running
-
-
-@contextlib.contextmanager
-def checked_before_step():
-    """While it runs, steps traced under XLA are kzoo's, whose batches were
-    checked before the step: `assert_in_graph` does not warn.
-
-    Example:
-
-    >>> with checked_before_step():
-    ...     _checked_before_step[0]
-    1
-    """
-    _checked_before_step[0] += 1
-    try:
-        yield
-    finally:
-        _checked_before_step[0] -= 1
 
 
 def assert_in_graph(tensor, bounds, template):
     """`tensor` checked inside a TensorFlow graph: `bounds(tensor)` gives
-    `(ok, values)` and `assert_always` ties the assertion. Under XLA, which
-    drops assertion ops, `tensor` as is (see `kzoo.backend.checks`), with a
-    warning unless kzoo checked the batch before the step (`checked_before_step`).
+    `(ok, values)`, and whatever uses the returned copy (a lookup, a weight
+    update) waits for an assertion that fails with `template` formatted with
+    `values` ("{}" each). Under XLA, which drops assertion ops, `tensor` as
+    is, with a warning (see `kzoo.backend.checks`).
 
     Example:
 
@@ -352,12 +312,15 @@ def assert_in_graph(tensor, bounds, template):
     >>> int(check(tf.constant(3)))
     3
     """
+    import tensorflow as tf  # noqa: PLC0415
+
     if in_xla_compilation():
-        if not _checked_before_step[0]:
-            warnings.warn(UNCHECKED_UNDER_XLA, UserWarning, stacklevel=2)
+        warnings.warn(UNCHECKED_UNDER_XLA, UserWarning, stacklevel=2)
         return tensor
     ok, values = bounds(tensor)
-    return assert_always(tensor, ok, template, values)
+    check = tf.debugging.Assert(ok, [tf.strings.format(template, values)], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(tensor)
 
 
 def generator_dataset(data, signature):

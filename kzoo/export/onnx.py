@@ -30,7 +30,7 @@ import os
 import keras
 import numpy as np
 
-from kzoo.backend.checks import unchecked_in_graph
+from kzoo.backend.checks import checked_upstream
 from kzoo.data.padding_ladder import length_ladder
 from kzoo.export import onnx_tracing
 from kzoo.export.onnx_tracing import InputSpec
@@ -89,7 +89,7 @@ def export_onnx(model, path, opset=None):
     _require("onnx", "onnxruntime", *REQUIREMENTS[keras.backend.backend()])
     with atomic.replacing_directory(path) as scratch:
         onnx_path = os.path.join(scratch, MODEL_FILE)
-        with unchecked_in_graph(), onnx_tracing.quiet():
+        with checked_upstream(), onnx_tracing.quiet():
             exporter(model, specs, outputs, onnx_path, opset)
         difference = _check_outputs(model, onnx_path, specs, outputs)
         config = _serving_config(model, specs, outputs, onnx_path, difference)

@@ -1,14 +1,14 @@
 """The base class of kzoo's backbones: a network built from its hyper-parameters."""
 
 import keras
-import tensorflow as tf
 
-from kzoo import backend, presets
-from kzoo.models import batch_checks, on_batch, quantization, serialization
+from kzoo import presets
+from kzoo.models import batch_checks
+from kzoo.models.base_model import BaseModel
 from kzoo.models.input_checks import check_examples
 
 
-class Backbone(keras.Model):
+class Backbone(BaseModel):
     """A network built from its hyper-parameters as a functional `keras.Model`.
 
     A subclass's `__init__` reads in three parts, as KerasHub's backbones do:
@@ -76,24 +76,6 @@ class Backbone(keras.Model):
         if _holds_layers(value):
             self.__dict__.setdefault("_layers_set_before_init", []).append(name)
 
-    # === Config ===
-
-    def get_config(self):
-        return quantization.with_mode(self, {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            **serialization.constructor_config(self, skip=("dtype",)),
-        })
-
-    @classmethod
-    def from_config(cls, config):
-        return quantization.from_config(cls, config, serialization.from_constructor_config)
-
-    quantize = quantization.quantize  # int8 for inference, kept by configs and presets
-
-    # === Presets ===
-
     @classmethod
     def from_preset(cls, preset, /, load_weights=True, **overrides):
         """The model from a built-in preset name or a preset directory;
@@ -149,11 +131,6 @@ class Backbone(keras.Model):
         """
         presets.save_backbone(self, preset_dir, format=format)
 
-    save = serialization.save  # atomic: written beside, renamed into place
-    save_weights = serialization.save_weights
-
-    # === Training ===
-
     def input_limits(self):
         """What the inputs' values must respect: input name -> a list of
         `kzoo.backend.checks.IdsLimit` (ids inside an embedding table) and
@@ -170,59 +147,11 @@ class Backbone(keras.Model):
         """
         return {}
 
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=None, **kwargs):
-        """`keras.Model.fit`, its inputs checked (`input_limits`); `shuffle`
-        defaults to Keras' `True`, except for a `tf.data.Dataset` (which
-        shuffles itself), where Keras' default would only warn that it is
-        ignored. An explicit `shuffle=True` is passed on. No examples, or
-        labels of another length, are a `ValueError` (`check_examples`)."""
-        x, y = check_examples(x, y, type(self).__name__, batch_size, epochs)
-        if shuffle is None:
-            shuffle = not isinstance(x, tf.data.Dataset)
-        x = batch_checks.checked(x, self.input_limits())
-        if isinstance(validation_data, tuple):
-            validation_data = (batch_checks.checked(validation_data[0], self.input_limits()), *validation_data[1:])
-        else:
-            validation_data = batch_checks.checked(validation_data, self.input_limits())
-        backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self):
-            return super().fit(x, y, batch_size, epochs, verbose, backend.with_thread_tuning(callbacks),
-                               validation_split, validation_data, shuffle, **kwargs)
-
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.evaluate`, its inputs checked: no examples is a
-        `ValueError` (`check_examples`), ids and lengths as `input_limits` says."""
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0):
+        # Packed inputs, checked once here (`BaseModel`); Keras batches them.
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         x = batch_checks.checked(x, self.input_limits())
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
-        with batch_checks.reported(self):
-            return super().evaluate(x, y, batch_size, verbose, callbacks=callbacks, **kwargs)
-
-    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.predict`, its inputs checked as in `evaluate`."""
-        x = check_examples(x, None, type(self).__name__, batch_size)[0]
-        x = batch_checks.checked(x, self.input_limits())
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
-        with batch_checks.reported(self):
-            return super().predict(x, batch_size, verbose, callbacks=callbacks, **kwargs)
-
-    train_on_batch = on_batch.train_on_batch
-    test_on_batch = on_batch.test_on_batch
-    predict_on_batch = on_batch.predict_on_batch
-
-    def _one_batch(self, x, y, sample_weight, with_labels):
-        # The `*_on_batch` entry points (kzoo.models.on_batch): checked as in `fit`.
-        x, y = check_examples(x, y, type(self).__name__, None)
-        return batch_checks.checked(x, self.input_limits()), y, sample_weight
-
-    def _resolve_auto_jit_compile(self):
-        # Keras' trainer asks this for `jit_compile="auto"`.
-        return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
-
-    def compile_from_config(self, config):
-        # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.
-        serialization.recompile(self, config)
+        return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
 
 
 def _holds_layers(value):

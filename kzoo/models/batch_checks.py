@@ -1,25 +1,24 @@
-"""Packed inputs checked on the host before they reach a compiled step.
+"""Data checked once, where it comes in, before any compiled step.
 
-Inside a compiled `fit`/`evaluate`/`predict` step an out-of-range id cannot
-always stop the step before it changes the weights (XLA clamps it on
-TensorFlow; on JAX the step owns the weights, see `kzoo.backend.checks`). So
-kzoo's models check what they are given before Keras runs a step: packed
-inputs in memory all at once (a `ValueError` before the first step), a
-`tf.data.Dataset` of packed inputs batch by batch inside the pipeline (which
-TensorFlow runs on the host, outside XLA, on every Keras backend): the first
-bad batch stops the run before its step, with the eager message naming it.
+Inside a compiled step an out-of-range id cannot always stop the step before
+it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
+the weights, see `kzoo.backend.checks`). So kzoo's models check what they are
+given before Keras runs a step: packed inputs in memory all at once (a
+`ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
+pipeline, on the host (`on_host`): the first bad batch stops the run before
+its step with the same `ValueError`, kept as raised and re-raised by
+`reported`. The steps themselves then run without checks
+(`kzoo.backend.checks.checked_upstream`).
 """
 
 import contextlib
-import re
 
+import numpy as np
 import tensorflow as tf
 
-from kzoo.backend import checked_before_step, checks, keep_state_on_error
+from kzoo.backend import checks, keep_state_on_error
 
-WHERE = " Found in batch {} of the dataset (counting from 0)."
-# The text of a failed `checks.assert_batch` inside tf.data (one line).
-_ASSERTION = re.compile(r"assertion failed: \[(.*?" + re.escape(WHERE).replace(r"\{\}", r"\d+") + r")\]")
+_REFUSED = []  # the ValueError of a batch refused inside tf.data (raised in its threads)
 
 
 def checked(x, limits):
@@ -30,7 +29,6 @@ def checked(x, limits):
 
     Example:
 
-    >>> import numpy as np
     >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
     >>> checked({"token_ids": np.array([[1, 2]])}, limits)["token_ids"].tolist()
     [[1, 2]]
@@ -49,11 +47,11 @@ def checked(x, limits):
 
 def checked_dataset(dataset, limits):
     """`dataset` (batches of packed dicts, alone or first in a tuple) with
-    `checks.assert_batch` on each batch, naming it; other datasets as they are.
+    each batch checked on the host (`checks.check_batch`, naming the batch);
+    other datasets as they are.
 
     Example:
 
-    >>> import numpy as np
     >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
     >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
     >>> next(iter(checked_dataset(data, limits)))["token_ids"].numpy().tolist()
@@ -63,26 +61,75 @@ def checked_dataset(dataset, limits):
     features = spec[0] if isinstance(spec, tuple) else spec
     if not isinstance(features, dict) or not set(features) & set(limits):
         return dataset
+    names = sorted(set(features) & set(limits))
 
-    def check(index, element):
-        if isinstance(element, tuple):
-            return (checks.assert_batch(element[0], limits, WHERE, index), *element[1:])
-        return checks.assert_batch(element, limits, WHERE, index)
+    def check(index, *values):
+        where = f" Found in batch {index} of the dataset (counting from 0)."
+        checks.check_batch(dict(zip(names, values)), limits, where)
 
-    return dataset.enumerate().map(check)
+    def check_element(index, element):
+        inputs = element[0] if isinstance(element, tuple) else element
+        dense = [_dense(inputs[name]) for name in names]
+        inputs = on_host(check, inputs, index, *dense)
+        return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
+
+    return dataset.enumerate().map(check_element)
+
+
+def on_host(check, tensors, *values):
+    """`tensors` (a structure) made to wait for `check(*values)`, run on the
+    host inside a `tf.data` pipeline; a `ValueError` it raises stops the
+    pipeline and is raised as it is by `reported`.
+
+    Example:
+
+    >>> def positive(values):
+    ...     if values.min() < 0:
+    ...         raise ValueError("negative")
+    >>> on_host(positive, tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
+    [1, 2]
+    """
+    def run(*arrays):
+        try:
+            check(*arrays)
+        except ValueError as error:
+            _REFUSED.append(error)
+            return np.bool_(False)
+        return np.bool_(True)
+
+    # Raising inside the Python function would make TensorFlow log its traceback.
+    passed = tf.numpy_function(run, list(values), tf.bool)
+    done = tf.debugging.Assert(passed, ["A batch was refused by kzoo's checks."])
+    with tf.control_dependencies([done]):
+        return tf.nest.map_structure(tf.identity, tensors)
+
+
+def _dense(value):
+    return value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
 
 
 @contextlib.contextmanager
 def reported(model):
     """Runs a `fit`/`evaluate`/`predict` of `model`: its weights kept on JAX
-    (`kzoo.backend.keep_state_on_error`), and a batch refused inside `tf.data`
-    raised as the eager `ValueError` (the same words) instead of TensorFlow's
-    `InvalidArgumentError`."""
+    (`kzoo.backend.keep_state_on_error`), its steps traced without checks (the
+    data was checked where it came in), and a batch refused inside `tf.data`
+    raised as the `ValueError` the check raised.
+
+    Example:
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> with reported(model):
+    ...     model.predict(np.ones((1, 2)), verbose=0).shape
+    (1, 1)
+    """
+    del _REFUSED[:]
     try:
-        with keep_state_on_error(model), checked_before_step():
+        with keep_state_on_error(model), checks.checked_upstream():
             yield
-    except tf.errors.InvalidArgumentError as error:
-        found = _ASSERTION.search(str(error))
-        if found is None:
+    except tf.errors.OpError:
+        if not _REFUSED:
             raise
-        raise ValueError(found.group(1)) from None  # kzoo's messages hold nothing TensorFlow escapes
+        raise _REFUSED.pop() from None
+    finally:
+        del _REFUSED[:]

@@ -22,7 +22,7 @@ from kzoo import backend
 from kzoo.data.padding_ladder import (
     SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
 )
-from kzoo.models.preprocessor import split_rows, to_tensors
+from kzoo.models.input_checks import num_rows, rows, to_tensors
 
 
 class LengthBatches(keras.utils.PyDataset):
@@ -229,3 +229,19 @@ def resumed_stream(dataset, callbacks, steps_per_epoch):
             if finished:
                 return dataset.skip(finished * int(steps_per_epoch))
     return dataset
+
+
+def split_rows(value, fraction):
+    """`(first, last)`: the last `fraction` of the rows held out, as Keras'
+    `validation_split` does, for a tensor, a tuple of tensors or None.
+
+    Example:
+
+    >>> train, held_out = split_rows(to_tensors(["a", "b", "c", "d"]), 0.25)
+    >>> held_out.numpy().tolist()
+    [b'd']
+    """
+    if value is None:
+        return None, None
+    cut = int(num_rows(value) * (1.0 - fraction))
+    return rows(value, 0, cut), rows(value, cut, None)

@@ -9,8 +9,10 @@ compiled step only shapes are checked.
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from kzoo.backend import is_concrete
+from kzoo.tokenizers.inputs import check_strings
 
 
 CONFIG_HINT = "In a config.json, write a JSON integer (2, not \"2\" or 2.0)."
@@ -92,7 +94,7 @@ def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
             continue
         if isinstance(value, (list, tuple)):
             value = arrays_from_lists({name: value}, owner)[name]
-        if _is_text(value):
+        if holds_text(value):
             raise ValueError(
                 f"{owner} takes token ids, not text: {name} holds strings. {text_hint}"
             )
@@ -169,7 +171,18 @@ def _shape(value):
         return None
 
 
-def _is_text(value):
+def holds_text(value):
+    """Whether `value` holds text: a string, a `tf.string` tensor, a NumPy
+    array of strings (or of objects, one a string), a list whose first item
+    (nested) is one.
+
+    Example:
+
+    >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
+    (True, False, True)
+    """
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
     if isinstance(value, (str, bytes)):
         return True
     dtype = getattr(value, "dtype", None)
@@ -254,10 +267,10 @@ def check_examples(x, y, owner, batch_size=None, epochs=1):
         )
     if isinstance(x, (str, bytes)):
         raise ValueError(f"{owner} takes a batch of examples; got one string. Wrap it in a list: [{x!r:.40}].")
-    rows = _num_rows(x, owner)
+    rows = num_rows(x, owner)
     if rows == 0:
         raise ValueError(f"{owner} got 0 examples: there is nothing to run on. Pass at least one example.")
-    labels = _num_rows(y[0] if isinstance(y, tuple) else y, owner)
+    labels = num_rows(y[0] if isinstance(y, tuple) else y, owner)
     if rows is not None and labels is not None and labels != rows:
         raise ValueError(f"{owner} got {rows} examples but {labels} labels; give one label per example.")
     return x, y
@@ -270,11 +283,11 @@ def _from_pandas(value):
     return value
 
 
-def _num_rows(value, owner):
+def num_rows(value, owner="kzoo"):
     """The examples in `value` (a tuple: its columns, which must agree), or
     None when unknown (datasets, generators, symbolic shapes)."""
     if isinstance(value, tuple):
-        counts = [_num_rows(column, owner) for column in value]
+        counts = [num_rows(column, owner) for column in value]
         if len(set(counts)) > 1:
             raise ValueError(
                 f"{owner} got a tuple of columns of different lengths: "
@@ -284,7 +297,7 @@ def _num_rows(value, owner):
         return counts[0] if counts else 0
     if isinstance(value, dict):
         first = value.get("token_ids", next(iter(value.values()), None))
-        return None if first is None else _num_rows(first, owner)
+        return None if first is None else num_rows(first, owner)
     if isinstance(value, list):
         return len(value)
     shape = getattr(value, "shape", None)
@@ -292,3 +305,124 @@ def _num_rows(value, owner):
         return int(shape[0])
     nrows = getattr(value, "nrows", None)  # a tf.RaggedTensor
     return int(nrows()) if callable(nrows) else None
+
+
+# === Examples and labels in memory, as TensorFlow tensors ===
+
+
+def _to_tensor(value, name, caller):
+    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists); the
+    items of lists and object arrays checked, never turned into text."""
+    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
+        return value
+    _check_items(value, name, caller)
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
+        if len({len(row) for row in value}) > 1:
+            return tf.ragged.constant([list(row) for row in value])
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        array = array.astype(object)  # tf.constant takes str objects, not NumPy's fixed-width unicode
+    return tf.constant(array)
+
+
+def _check_items(value, name, caller):
+    """Text in memory must be strings only (`check_strings`), numbers
+    numbers only: a `ValueError` naming the first item that is neither."""
+    if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
+        return
+    if {type(item) for item in value} <= {str, bytes, int}:  # flat strings or ints: mixed ones found below
+        if all(type(item) is int for item in value) or not any(type(item) is int for item in value):
+            return
+    flat = list(_leaves(value))
+    if any(isinstance(item, (str, bytes)) for item in flat):
+        return check_strings(value, caller, name)
+    for index, item in enumerate(flat):
+        if isinstance(item, bool) or not isinstance(item, (int, float, np.number)) or item != item:
+            where = f"{name}[{index}]" if np.ndim(value) == 1 else f"item {index} of {name} (flattened)"
+            shown = item.item() if isinstance(item, np.generic) else item
+            raise ValueError(
+                f"{caller} expected numbers or strings, but {where} is {shown!r:.40} "
+                f"({type(item).__name__}). Drop or fill missing values first."
+            )
+
+
+def _leaves(value):
+    for item in value:
+        if isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0):
+            yield from _leaves(item)
+        else:
+            yield item
+
+
+def to_tensors(value, name="x", caller="kzoo"):
+    """Examples or labels in memory as TensorFlow tensors: a tuple of columns
+    (e.g. sentence pairs) stays a tuple; lists of unequal lists become ragged;
+    None stays None. Nothing becomes text silently: a list or object array
+    holding strings must hold strings only (None, numbers and NaN refused,
+    the first named), one of numbers numbers only.
+
+    Args:
+        value: list, NumPy array, tensor, tuple of those, or None. Examples or
+            labels in memory.
+        name: str. The argument's name, for messages. Defaults to `"x"`.
+        caller: str. Who takes the values, for messages. Defaults to `"kzoo"`.
+
+    Returns:
+        A `tf.Tensor` / `tf.RaggedTensor`, a tuple of them, or None.
+
+    Example:
+
+    >>> to_tensors((["a b", "c"], ["d", "e f"]))[1].numpy().tolist()
+    [b'd', b'e f']
+    >>> to_tensors([[1, 2], [3]]).to_list()
+    [[1, 2], [3]]
+    >>> to_tensors(["a b", None], caller="BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier expected strings, but x[1] is None (NoneType). ...
+    """
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(_to_tensor(v, f"{name}[{i}]", caller) for i, v in enumerate(value))
+    return _to_tensor(value, name, caller)
+
+
+def rows(value, start, stop):
+    """Rows `start:stop` of a tensor, a tuple of tensors, or None.
+
+    Example:
+
+    >>> rows(to_tensors((["a", "b", "c"], ["d", "e", "f"])), 1, 3)[1].numpy().tolist()
+    [b'e', b'f']
+    """
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(rows(v, start, stop) for v in value)
+    return value[start:stop]
+
+
+def label_range(labels):
+    """`(lowest, highest)` of integer labels in memory (the first column of a
+    tuple), None when there are none; a `ValueError` for labels that are not
+    integers (class names, fractions).
+
+    Example:
+
+    >>> label_range([[0, 2], [1]])
+    (0, 2)
+    """
+    if labels is None:
+        return None
+    labels = to_tensors(labels)
+    first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
+    values = np.asarray(first.flat_values if isinstance(first, tf.RaggedTensor) else first)
+    if values.size == 0:
+        return None
+    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+        raise ValueError(
+            "Labels must be integer class ids; got values such as "
+            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+        )
+    return int(values.min()), int(values.max())

@@ -11,7 +11,7 @@ head: `from_preset` gives a saved task new names of the same number.
 import numpy as np
 import tensorflow as tf
 
-from kzoo.models.preprocessor import to_tensors
+from kzoo.models.input_checks import holds_text, to_tensors
 
 ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming their labels
 
@@ -101,7 +101,7 @@ def names_to_ids(labels, names, argument, owner):
     ValueError: BertClassifier got labels that are none of its class_names: ['good']. Its
     class_names are ['neg', 'pos'] (label ids 0 to 1, in that order).
     """
-    if not _holds_strings(labels):
+    if not holds_text(labels):
         return labels
     tensor = to_tensors(list(labels) if isinstance(labels, tuple) else labels, "y", owner)
     flat = tensor.flat_values if isinstance(tensor, tf.RaggedTensor) else tensor
@@ -169,17 +169,6 @@ def ids_to_names(ids, names):
     if names is None:
         return ids
     return [ids_to_names(i, names) for i in ids] if isinstance(ids, list) else names[ids]
-
-
-def _holds_strings(labels):
-    if isinstance(labels, (tf.Tensor, tf.RaggedTensor)):
-        return labels.dtype == tf.string
-    if isinstance(labels, np.ndarray):
-        return labels.dtype.kind in "SU" or (labels.dtype == object and labels.size > 0 and (
-            isinstance(labels.flat[0], (str, bytes))))
-    while isinstance(labels, (list, tuple)) and labels:
-        labels = labels[0]
-    return isinstance(labels, (str, bytes))
 
 
 def _check_known(found, names, argument, owner):

@@ -14,7 +14,7 @@ import tqdm
 from kzoo import presets
 from kzoo.data.padding_ladder import PADDING_MODES, cut_to, ladder_length, text_lengths
 from kzoo.models import serialization
-from kzoo.tokenizers.inputs import check_strings
+from kzoo.models.input_checks import num_rows, rows
 
 PREPROCESSING_CHUNK = 4096  # texts per eager call: vectorised, with a progress bar beyond one
 
@@ -191,6 +191,7 @@ class Preprocessor(keras.layers.Layer):
         Example:
 
         >>> from kzoo import BertPreprocessor, BertTokenizer
+        >>> from kzoo.models.input_checks import to_tensors
         >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
         >>> x, y, _ = BertPreprocessor(tokenizer, 4).preprocess_in_memory(
         ...     to_tensors(["hi", "hi hi"]), to_tensors([0, 1]))
@@ -216,172 +217,3 @@ class Preprocessor(keras.layers.Layer):
             cached = ((key, id(self.tokenizer)), tf.function(self.call, reduce_retracing=True))
             self.__dict__["_traced"] = cached
         return cached[1]
-
-
-# === Examples and labels ===
-
-
-def _to_tensor(value, name, caller):
-    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists); the
-    items of lists and object arrays checked, never turned into text."""
-    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
-        return value
-    _check_items(value, name, caller)
-    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray)):
-        if len({len(row) for row in value}) > 1:
-            return tf.ragged.constant([list(row) for row in value])
-    array = np.asarray(value)
-    if array.dtype.kind == "U":
-        array = array.astype(object)  # tf.constant takes str objects, not NumPy's fixed-width unicode
-    return tf.constant(array)
-
-
-def _check_items(value, name, caller):
-    """Text in memory must be strings only (`check_strings`), numbers
-    numbers only: a `ValueError` naming the first item that is neither."""
-    if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
-        return
-    if {type(item) for item in value} <= {str, bytes, int}:  # flat strings or ints: mixed ones found below
-        if all(type(item) is int for item in value) or not any(type(item) is int for item in value):
-            return
-    flat = list(_leaves(value))
-    if any(isinstance(item, (str, bytes)) for item in flat):
-        return check_strings(value, caller, name)
-    for index, item in enumerate(flat):
-        if isinstance(item, bool) or not isinstance(item, (int, float, np.number)) or item != item:
-            where = f"{name}[{index}]" if np.ndim(value) == 1 else f"item {index} of {name} (flattened)"
-            shown = item.item() if isinstance(item, np.generic) else item
-            raise ValueError(
-                f"{caller} expected numbers or strings, but {where} is {shown!r:.40} "
-                f"({type(item).__name__}). Drop or fill missing values first."
-            )
-
-
-def _leaves(value):
-    for item in value:
-        if isinstance(item, (list, tuple)) or (isinstance(item, np.ndarray) and item.ndim > 0):
-            yield from _leaves(item)
-        else:
-            yield item
-
-
-def to_tensors(value, name="x", caller="kzoo"):
-    """Examples or labels in memory as TensorFlow tensors: a tuple of columns
-    (e.g. sentence pairs) stays a tuple; lists of unequal lists become ragged;
-    None stays None. Nothing becomes text silently: a list or object array
-    holding strings must hold strings only (None, numbers and NaN refused,
-    the first named), one of numbers numbers only.
-
-    Args:
-        value: list, NumPy array, tensor, tuple of those, or None. Examples or
-            labels in memory.
-        name: str. The argument's name, for messages. Defaults to `"x"`.
-        caller: str. Who takes the values, for messages. Defaults to `"kzoo"`.
-
-    Returns:
-        A `tf.Tensor` / `tf.RaggedTensor`, a tuple of them, or None.
-
-    Example:
-
-    >>> to_tensors((["a b", "c"], ["d", "e f"]))[1].numpy().tolist()
-    [b'd', b'e f']
-    >>> to_tensors([[1, 2], [3]]).to_list()
-    [[1, 2], [3]]
-    >>> to_tensors(["a b", None], caller="BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertClassifier expected strings, but x[1] is None (NoneType). ...
-    """
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return tuple(_to_tensor(v, f"{name}[{i}]", caller) for i, v in enumerate(value))
-    return _to_tensor(value, name, caller)
-
-
-def num_rows(value):
-    """The number of examples in a tensor or a tuple of tensors.
-
-    Example:
-
-    >>> num_rows(to_tensors((["a", "b"], ["c", "d"])))
-    2
-    """
-    first = value[0] if isinstance(value, tuple) else value
-    return int(first.nrows()) if isinstance(first, tf.RaggedTensor) else int(first.shape[0])
-
-
-def rows(value, start, stop):
-    """Rows `start:stop` of a tensor, a tuple of tensors, or None.
-
-    Example:
-
-    >>> rows(to_tensors((["a", "b", "c"], ["d", "e", "f"])), 1, 3)[1].numpy().tolist()
-    [b'e', b'f']
-    """
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return tuple(rows(v, start, stop) for v in value)
-    return value[start:stop]
-
-
-def split_rows(value, fraction):
-    """`(first, last)`: the last `fraction` of the rows held out, as Keras'
-    `validation_split` does, for a tensor, a tuple of tensors or None.
-
-    Example:
-
-    >>> train, held_out = split_rows(to_tensors(["a", "b", "c", "d"]), 0.25)
-    >>> held_out.numpy().tolist()
-    [b'd']
-    """
-    if value is None:
-        return None, None
-    cut = int(num_rows(value) * (1.0 - fraction))
-    return rows(value, 0, cut), rows(value, cut, None)
-
-
-def label_range(labels):
-    """`(lowest, highest)` of integer labels in memory (the first column of a
-    tuple), None when there are none; a `ValueError` for labels that are not
-    integers (class names, fractions).
-
-    Example:
-
-    >>> label_range([[0, 2], [1]])
-    (0, 2)
-    """
-    if labels is None:
-        return None
-    labels = to_tensors(labels)
-    first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
-    values = np.asarray(first.flat_values if isinstance(first, tf.RaggedTensor) else first)
-    if values.size == 0:
-        return None
-    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
-        raise ValueError(
-            "Labels must be integer class ids; got values such as "
-            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
-        )
-    return int(values.min()), int(values.max())
-
-
-def assert_in(labels, bounds, message):
-    """`labels` with TensorFlow assertions that each value (of the first column
-    of a tuple) lies in `[bounds[0], bounds[1])`, for `tf.data`: a bad batch
-    fails with `message` when it is reached.
-
-    Example:
-
-    >>> assert_in(tf.constant([0, 1]), (0, 2), "labels in [0, 1]").numpy().tolist()
-    [0, 1]
-    """
-    first = labels[0] if isinstance(labels, tuple) else labels
-    values = tf.cast(first.flat_values if isinstance(first, tf.RaggedTensor) else first, tf.int64)
-    checks = [
-        tf.debugging.assert_greater_equal(values, tf.cast(bounds[0], tf.int64), message=message),
-        tf.debugging.assert_less(values, tf.cast(bounds[1], tf.int64), message=message),
-    ]
-    with tf.control_dependencies(checks):
-        return tf.nest.map_structure(tf.identity, labels)

@@ -6,16 +6,11 @@ holds the value of every named constructor parameter, read from the attribute
 of the same name, with Keras objects (a backbone, a preprocessor, a tokenizer,
 a dtype policy) serialized; `from_config` deserializes them and calls the
 constructor. A subclass adds a parameter by storing it under its own name.
-`save` and `save_weights` are their atomic `keras.Model.save` / `save_weights`.
 """
 
-import contextlib
 import inspect
-import os
 
 import keras
-
-from kzoo.presets import atomic
 
 
 def constructor_parameters(cls, skip=()):
@@ -121,94 +116,3 @@ def _check_fields(cls, config):
 
 def _is_serialized(value):
     return isinstance(value, dict) and "class_name" in value and "config" in value
-
-
-def recompile(model, config):
-    """Compiles `model` from the compile config of a `.keras` file, its
-    optimizer (with its schedule) restored and built: `compile_from_config`
-    of kzoo's models, whose own `compile` Keras would otherwise skip.
-
-    Args:
-        model: keras.Model. The model being loaded.
-        config: dict. The serialized arguments of its `compile`.
-
-    Example:
-
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> recompile(model, keras.saving.serialize_keras_object({"optimizer": "adam", "loss": "mse"}))
-    >>> type(model.optimizer).__name__
-    'Adam'
-    """
-    model.compile(**keras.saving.deserialize_keras_object(config))
-    if model.built:
-        model.optimizer.build(model.trainable_variables)
-
-
-def save(model, filepath, overwrite=True, zipped=None, **kwargs):
-    """`keras.Model.save`, atomic: the `.keras` file is written beside
-    `filepath` and renamed into place once complete (`kzoo.presets.atomic`),
-    so a save that fails at any point (an error, a full disk, a killed
-    process) leaves the previous file as it was. kzoo's `Backbone.save` and
-    `Task.save`.
-
-    Left to Keras as they are: paths that are not local (`gs://...`),
-    `overwrite=False` over an existing file (Keras asks first) and an
-    unzipped `.keras` directory (`zipped=False`).
-
-    Args:
-        model: keras.Model. The model to save.
-        filepath: str or os.PathLike. The `.keras` file.
-        overwrite: bool. As `keras.Model.save`. Defaults to `True`.
-        zipped: bool. As `keras.Model.save`. Defaults to `None`.
-        **kwargs: other `keras.Model.save` arguments.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> inputs = keras.Input((3,))
-    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
-    >>> path = os.path.join(tempfile.mkdtemp(), "model.keras")
-    >>> save(model, path)
-    >>> os.listdir(os.path.dirname(path))
-    ['model.keras']
-    """
-    with _beside(filepath, overwrite, zipped is not False) as path:
-        return keras.Model.save(model, path, overwrite=overwrite, zipped=zipped, **kwargs)
-
-
-def save_weights(model, filepath, overwrite=True, max_shard_size=None):
-    """`keras.Model.save_weights`, atomic as `save` (sharded weights,
-    `max_shard_size`, are left to Keras). kzoo's `Backbone.save_weights` and
-    `Task.save_weights`, which `keras.callbacks.BackupAndRestore` and
-    `ModelCheckpoint` save through.
-
-    Args:
-        model: keras.Model. The model whose weights to save.
-        filepath: str or os.PathLike. The `.weights.h5` file.
-        overwrite: bool. As `keras.Model.save_weights`. Defaults to `True`.
-        max_shard_size: float. As `keras.Model.save_weights`. Defaults to `None`.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> inputs = keras.Input((3,))
-    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
-    >>> path = os.path.join(tempfile.mkdtemp(), "model.weights.h5")
-    >>> save_weights(model, path)
-    >>> os.listdir(os.path.dirname(path))
-    ['model.weights.h5']
-    """
-    with _beside(filepath, overwrite, max_shard_size is None) as path:
-        return keras.Model.save_weights(model, path, overwrite=overwrite, max_shard_size=max_shard_size)
-
-
-@contextlib.contextmanager
-def _beside(filepath, overwrite, one_file):
-    """A scratch path beside `filepath`, renamed to it on success; `filepath`
-    itself where Keras writes in its own way (see `save`)."""
-    local = isinstance(filepath, (str, os.PathLike)) and "://" not in os.fspath(filepath)
-    if not (local and one_file) or (not overwrite and os.path.exists(filepath)):
-        yield filepath
-        return
-    with atomic.replacing_file(filepath) as scratch:
-        yield scratch

@@ -12,23 +12,23 @@ as assertions that fail its first bad batch with the same message. Packed
 inputs (a dict) skip the packing.
 """
 
+import inspect
 import types
 import warnings
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from kzoo import backend
-from kzoo.models import batch_checks, on_batch, quantization, serialization, task_export, task_presets
-from kzoo.models.batching import FollowEpochs, LengthBatches, padded_to, resumed_stream, split_off
-from kzoo.models.input_checks import check_examples, check_int
-from kzoo.models.preprocessor import assert_in, label_range, split_rows, to_tensors
+from kzoo import presets
+from kzoo.models import batch_checks, label_names, serialization
+from kzoo.models.base_model import IN_MEMORY, BaseModel
+from kzoo.models.batching import LengthBatches
+from kzoo.models.input_checks import check_examples, label_range, to_tensors
 
-IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
+PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
 
 
-class Task(keras.Model):
+class Task(BaseModel):
     """A backbone with a head and its training recipe, trained on raw text.
 
     A subclass builds its head on the backbone in a functional graph and calls
@@ -48,7 +48,7 @@ class Task(keras.Model):
     raises leaves the model usable (`kzoo.backend.keep_state_on_error`);
     `jit_compile="auto"` means XLA on TensorFlow as on JAX
     (`kzoo.backend.auto_jit_compile`). `save`, `save_weights` and
-    `save_to_preset` are atomic (`serialization.save`).
+    `save_to_preset` are atomic.
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -76,6 +76,7 @@ class Task(keras.Model):
     6
     """
 
+    compiles_itself = True
     preprocessor_class = None
     default_sequence_length = 512  # a tokenizer's preprocessor packs min(this, the position table)
 
@@ -105,8 +106,7 @@ class Task(keras.Model):
         checked. `packed`: whether they go with packed inputs or raw text."""
         return None
 
-    def _label_meaning(self):
-        return f"num_classes={getattr(self, 'num_classes', '?')}"
+    label_count = "num_classes"  # the argument that `label_bounds` follows, named in errors
 
     def unused_variables(self):
         """The variables no loss of this task reaches (e.g. BERT's pooler
@@ -281,115 +281,18 @@ class Task(keras.Model):
             raise ValueError(self._bounds_message(bounds) + f" Got labels from {found[0]} to {found[1]}.")
 
     def _assert_labels(self, labels, packed):
-        """`labels` checked against `label_bounds` inside `tf.data` (same message)."""
-        bounds = self.label_bounds(packed)
-        return labels if bounds is None or labels is None else assert_in(labels, bounds, self._bounds_message(bounds))
+        """`labels` checked against `label_bounds` inside `tf.data`, on the host (same message)."""
+        if labels is None or self.label_bounds(packed) is None:
+            return labels
+        first = labels[0] if isinstance(labels, tuple) else labels
+        values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
+        return batch_checks.on_host(lambda found: self._check_labels(found, packed), labels, values)
 
     def _bounds_message(self, bounds):
         return (
             f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
-            f"({self._label_meaning()}). Fix the labels, or build the model for more classes."
+            f"({self.label_count}={getattr(self, self.label_count)}). Fix the labels, or build the model for more classes."
         )
-
-    # === Keras entry points ===
-
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=None, *, sample_weight=None, **kwargs):
-        """`keras.Model.fit`, also on raw text (see the module docstring).
-
-        Examples in memory go in batches of similar lengths drawn from
-        `(seed, epoch)` (`kzoo.models.batching`), so a `fit` resumed by
-        `keras.callbacks.BackupAndRestore` sees the uninterrupted one's
-        batches; a dataset read with `steps_per_epoch` is read on from where a
-        backup stopped. `validation_split` holds out the last fraction of
-        examples in memory (text or packed); `shuffle=None` (the default) is
-        True except for a `tf.data.Dataset`, which shuffles itself."""
-        if not self.compiled:
-            self.compile()
-        check_int(epochs, "epochs", type(self).__name__, minimum=0)
-        if validation_split and validation_data is None and isinstance(x, (*IN_MEMORY, dict)):
-            (x, held_x), (y, held_y), (sample_weight, held_w) = (
-                split_off(v, validation_split) for v in (x, y, sample_weight)
-            )
-            validation_data, validation_split = (held_x, held_y, held_w), 0.0
-        shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
-        order = "shuffled" if shuffle else "given"
-        train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
-        if data is not None:
-            callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
-        elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
-            train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
-        if validation_data is not None:
-            unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)
-            validation = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)[0]
-            validation_data = validation["x"] if validation["y"] is None else (validation["x"], validation["y"])
-        self._schedule_default_optimizer(train, data, epochs, kwargs.get("steps_per_epoch"))
-        backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self):
-            return super().fit(
-                **train, epochs=epochs, verbose=verbose, callbacks=backend.with_thread_tuning(callbacks),
-                validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
-            )
-
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
-        """`keras.Model.evaluate`, also on raw text (see the module docstring);
-        examples in memory in batches of similar lengths (as `fit`)."""
-        if not self.compiled:
-            self.compile()
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
-        prepared = self._prepare(x, y, sample_weight, batch_size)[0]
-        with batch_checks.reported(self):
-            return super().evaluate(**prepared, verbose=verbose, callbacks=callbacks, **kwargs)
-
-    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.predict`, also on raw text (see the module docstring).
-
-        Examples in memory run in batches of similar lengths; outputs come
-        back in the caller's order, a sequence axis at the packed length (0
-        beyond each batch's padded length)."""
-        prepared, data = self._prepare(x, batch_size=batch_size)
-        self._pad_outputs_to(None if data is None else data.max_length)
-        with batch_checks.reported(self):
-            if data is not None and len(data) == 1 and not kwargs:
-                # One batch (e.g. one request): Keras' step without its data pipeline and
-                # progress bar, 5 ms instead of 50 on TensorFlow.
-                outputs = keras.Model.predict_on_batch(self, prepared["x"])
-            else:
-                callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
-                outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose,
-                                          callbacks=callbacks, **kwargs)
-        if data is None:
-            return outputs
-        back = np.argsort(data.rows())  # the caller's order
-        return keras.tree.map_structure(lambda array: array[back], outputs)
-
-    def predict_step(self, *args):
-        # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
-        # the sequence padded back so that batches of different lengths concatenate.
-        length = getattr(self, "_output_length", None)
-        return backend.map_predictions(
-            super().predict_step(*args),
-            lambda outputs: outputs if length is None else padded_to(length, outputs, self.output),
-        )
-
-    def _pad_outputs_to(self, length):
-        if length != getattr(self, "_output_length", None):
-            self._output_length = length
-            self.predict_function = None  # traced with the old length
-
-    train_on_batch = on_batch.train_on_batch
-    test_on_batch = on_batch.test_on_batch
-    predict_on_batch = on_batch.predict_on_batch
-
-    def _one_batch(self, x, y, sample_weight, with_labels):
-        # The `*_on_batch` entry points (kzoo.models.on_batch): raw text packed, all checked.
-        if with_labels and not self.compiled:
-            self.compile()
-        prepared, data = self._prepare(x, y, sample_weight, order="given")
-        if data is None:
-            return prepared["x"], prepared["y"], prepared["sample_weight"]
-        self._pad_outputs_to(data.max_length)
-        return (*data.batch(np.arange(data.size)), None, None)[:3]
 
     # === Compilation ===
 
@@ -414,16 +317,14 @@ class Task(keras.Model):
         self._default_optimizer_pending = optimizer is None
         super().compile(optimizer=optimizer or self.default_optimizer(), **self._compile_arguments)
 
-    def _schedule_default_optimizer(self, train, data, epochs, steps_per_epoch):
-        """Replaces the default optimizer by one scheduled over the run."""
-        if not getattr(self, "_default_optimizer_pending", False) or self.optimizer.built:
-            return
+    def _schedule_default_optimizer(self, x, epochs, steps_per_epoch):
+        """Replaces the default optimizer by one scheduled over the run
+        (`fit` on `x`, `steps_per_epoch` steps if known)."""
         self._default_optimizer_pending = False
-        if steps_per_epoch is None:
-            if data is not None:
-                steps_per_epoch = len(data)
-            elif isinstance(train["x"], tf.data.Dataset) and int(train["x"].cardinality()) > 0:
-                steps_per_epoch = int(train["x"].cardinality())
+        if self.optimizer.built:
+            return
+        if steps_per_epoch is None and isinstance(x, tf.data.Dataset) and int(x.cardinality()) > 0:
+            steps_per_epoch = int(x.cardinality())
         if steps_per_epoch is None:
             warnings.warn(
                 "The number of training steps is unknown (a dataset of unknown length), so the "
@@ -435,32 +336,120 @@ class Task(keras.Model):
             return
         super().compile(optimizer=self.default_optimizer(epochs * steps_per_epoch), **self._compile_arguments)
 
-    def _resolve_auto_jit_compile(self):
-        # Keras' trainer asks this for `jit_compile="auto"`.
-        return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
-
-    def compile_from_config(self, config):
-        # `.keras` loading: Keras skips a subclass's own `compile` unless asked here.
-        serialization.recompile(self, config)
-
-    # === Config and presets ===
-
-    def get_config(self):
-        return quantization.with_mode(
-            self, {"name": self.name, "trainable": self.trainable, **serialization.constructor_config(self)}
-        )
+    # === Presets and export ===
 
     @classmethod
-    def from_config(cls, config):
-        return quantization.from_config(cls, config, serialization.from_constructor_config)
+    def from_preset(cls, preset, /, load_weights=True, **kwargs):
+        """The task from a preset directory or a built-in name.
 
-    quantize = quantization.quantize  # int8 for inference, kept by configs and presets
+        A directory holding this task (saved by `save_to_preset`) gives it
+        back with its weights; one holding a backbone (e.g. saved by a
+        pre-trainer) gives the pre-trained backbone with a freshly initialised
+        head, and its tokenizer or preprocessor; a checkpoint of another
+        format is converted. A built-in name with released weights gives them
+        and their tokenizer with a fresh head (e.g.
+        `kzoo.BertClassifier.from_preset("bert_base_uncased", num_classes=2)`);
+        an architecture-only name gives random weights and a warning.
 
-    save = serialization.save  # atomic: written beside, renamed into place
-    save_weights = serialization.save_weights
+        Args:
+            preset: str or `os.PathLike`. A preset name or directory.
+            load_weights: bool. `False` builds a name's architecture with
+                random weights, without a warning or the network (the
+                preset's tokenizer is attached only if its files are already
+                on this machine). Defaults to `True`.
+            **kwargs: the head's arguments (e.g. `num_classes`; label names such
+                as `class_names` rename a saved head's), `dtype`, the backbone's
+                config fields for a name, or `sequence_length` for the preprocessor.
 
-    from_preset = classmethod(task_presets.from_preset)
-    save_to_preset = task_presets.save_to_preset
+        Returns:
+            An instance of the class `from_preset` is called on.
 
-    export = task_export.export
+        Example:
 
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=3)
+        >>> model.num_classes, model.backbone.num_layers
+        (3, 2)
+        """
+        parameters = inspect.signature(cls.__init__).parameters
+        head = serialization.constructor_parameters(cls, skip=PARTS + label_names.ARGUMENTS)  # shape the head
+        saved = presets.saved_task_config(preset, cls)
+        changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
+        if changed:
+            raise ValueError(
+                f"The {cls.__name__} saved in {preset!r} has "
+                + ", ".join(f"{k}={saved.get(k)!r}" for k in changed)
+                + f", not {', '.join(f'{k}={v!r}' for k, v in changed.items())}. Its trained head "
+                "cannot change shape. To fine-tune a new head on the same encoder, build "
+                f"kzoo.{cls.__name__}(backbone=kzoo.{saved['backbone']['class_name']}.from_preset(path), "
+                f"preprocessor=kzoo.{cls.preprocessor_class.__name__}.from_preset(path), ...)."
+            )
+        missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
+        if saved is None and missing:
+            raise ValueError(
+                f"{preset!r} holds no {cls.__name__}, so `from_preset` puts a new head on its "
+                f"backbone, and a new head needs {' and '.join(f'`{name}`' for name in missing)}: "
+                f"kzoo.{cls.__name__}.from_preset({preset!r}, {', '.join(f'{n}=...' for n in missing)})."
+            )
+        sequence_length = kwargs.pop("sequence_length", None) if "preprocessor" in parameters else None
+        task = presets.load(cls, preset, load_weights, **kwargs)
+        if sequence_length is not None:
+            task.set_sequence_length(sequence_length)
+        return task
+
+    def save_to_preset(self, preset_dir, format="kzoo"):
+        """Writes the task, its backbone and its preprocessor (or tokenizer)
+        as a preset directory (KerasHub's layout), for `from_preset` on any
+        backend; `format="huggingface"`, the Hugging Face class with the same
+        head (e.g. `BertForSequenceClassification` for a `kzoo.BertClassifier`).
+
+        Args:
+            preset_dir: str or `os.PathLike`. A new or empty directory, or a preset directory.
+            format: str. `"kzoo"` or `"huggingface"`. Defaults to `"kzoo"`.
+
+        Example:
+
+        >>> import tempfile
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> path = tempfile.mkdtemp()
+        >>> model.save_to_preset(path)
+        >>> BertClassifier.from_preset(path).num_classes
+        2
+        """
+        presets.save_task(self, preset_dir, format=format)
+
+    def export(self, path, format="tf_saved_model", **options):
+        """Writes the task for serving (`kzoo.export`): `"tf_saved_model"` is a
+        TensorFlow SavedModel whose `serving_default` takes batches of strings
+        and returns predictions (e.g. `class_names`), the tokenizer inside; it
+        serves with TensorFlow and tensorflow-text alone (`import
+        tensorflow_text` before `tf.saved_model.load`), from a task trained on
+        any backend. `"onnx"`: the network as ONNX with the tokenizer's
+        vocabulary and settings beside it.
+
+        Args:
+            path: str or os.PathLike. A new or empty directory, or an earlier SavedModel.
+            format: str. A name in `kzoo.export.FORMATS`. Defaults to `"tf_saved_model"`.
+            **options: the task's serving options (`kzoo.export.serving`), e.g.
+                `text_pairs=True` for a classifier of sentence pairs.
+
+        Example:
+
+        >>> import os, tempfile
+        >>> import tensorflow as tf
+        >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
+        >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
+        ...                         intermediate_dim=16, max_sequence_length=8)
+        >>> model = BertClassifier(backbone, class_names=["negative", "positive"],
+        ...     preprocessor=BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]))
+        >>> path = os.path.join(tempfile.mkdtemp(), "classifier")
+        >>> model.export(path)
+        >>> serve = tf.saved_model.load(path).signatures["serving_default"]
+        >>> serve(text=tf.constant(["good", "bad"]))["class_names"].numpy().tolist() == [
+        ...     name.encode() for name in model.predict_labels(["good", "bad"], verbose=0)]
+        True
+        """
+        from kzoo import export  # noqa: PLC0415 (kzoo.export serves the models: it comes after them)
+
+        return export.export(self, path, format=format, **options)

@@ -83,11 +83,10 @@ class BertMultipleChoice(Task):
         self.choice_dropout = head_dropout
         self.choice_score = head
 
+    label_count = "num_choices"
+
     def label_bounds(self, packed):
         return (0, self.num_choices)
-
-    def _label_meaning(self):
-        return f"the index of the right choice, num_choices={self.num_choices}"
 
     def default_loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)

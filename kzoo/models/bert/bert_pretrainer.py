@@ -28,7 +28,7 @@ import keras
 from keras import ops
 
 from kzoo.distribution import replica_loss
-from kzoo.models.bert import bert_fill_mask
+from kzoo.models.bert.bert_fill_mask import BertFillMask
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
 from kzoo.models.bert.bert_optimizer import bert_pretraining_optimizer
@@ -47,7 +47,7 @@ def _keys(structure):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPretrainer(Task):
+class BertPretrainer(BertFillMask, Task):
     """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
 
     A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the
@@ -178,8 +178,6 @@ class BertPretrainer(Task):
         if self.with_next_sentence_prediction:
             outputs["nsp_logits"] = self.next_sentence_dense(encoded["pooled_output"])  # (B, 2)
         return outputs
-
-    fill_mask = bert_fill_mask.fill_mask  # raw text with [MASK] in, top-k tokens out
 
     # === Data checks ===
 

@@ -23,17 +23,16 @@ from kzoo.layers import (
 )
 from kzoo.models.backbone import Backbone
 from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
-from kzoo.models.transformer import transformer_attention, transformer_generation
+from kzoo.models.transformer.transformer_generation import TEXT_HINT, TransformerGeneration
 from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
-TEXT_HINT = transformer_generation.TEXT_HINT
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(Backbone):
+class Transformer(TransformerGeneration, Backbone):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is
@@ -349,13 +348,6 @@ class Transformer(Backbone):
         if isinstance(length, int):  # static (eager, or compiled on JAX and torch)
             check_positions_fit(0, length, self.max_sequence_length, name)
         return token_ids
-
-    # === Step-by-step decoding (sec. 6.1), in transformer_generation.py ===
-
-    initial_cache = transformer_generation.initial_cache
-    next_token_logits = transformer_generation.next_token_logits
-    generate = transformer_generation.generate
-    attention_maps = transformer_attention.attention_maps  # Figures 3-5
 
     def export(self, path, format="tf_saved_model", preprocessor=None, **options):
         """Writes a translator for serving (`kzoo.export`): `"tf_saved_model"`
