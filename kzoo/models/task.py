@@ -3,13 +3,10 @@
 With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
 them), packed by TensorFlow on the CPU outside the compiled model. Text in
-memory takes one way in (`Task._prepare`): examples checked, packed
-(`Preprocessor.preprocess_in_memory`), ids and lengths checked once
-(`kzoo.models.batch_checks`), then grouped by length into batches each
-padded only as far as its longest text needs (`kzoo.models.batching`); a
-dataset is mapped by the preprocessor batch by batch, with the same checks
-as assertions that fail its first bad batch with the same message. Packed
-inputs (a dict) skip the packing.
+memory takes one way in (`Task._prepare`): examples checked, packed, ids and
+lengths checked once (`kzoo.models.batch_checks`), then batched by length
+(`kzoo.models.batching`); a dataset is packed batch by batch and each batch
+checked in the pipeline. Packed inputs (a dict) skip the packing.
 """
 
 import inspect
@@ -42,13 +39,8 @@ class Task(BaseModel):
 
     A task not compiled compiles itself with its recipe at its first `fit` or
     `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
-    optimizer's schedule follows the number of steps of that `fit`. Packed
-    ids and lengths are checked before the compiled step
-    (`kzoo.models.batch_checks`). On JAX, a `fit`/`evaluate`/`predict` that
-    raises leaves the model usable (`kzoo.backend.keep_state_on_error`);
-    `jit_compile="auto"` means XLA on TensorFlow as on JAX
-    (`kzoo.backend.auto_jit_compile`). `save`, `save_weights` and
-    `save_to_preset` are atomic.
+    optimizer's schedule follows the number of steps of that `fit`. The
+    rest (checked data, atomic saves, XLA) is `kzoo.models.base_model.BaseModel`'s.
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -274,11 +266,15 @@ class Task(BaseModel):
         return self.complete_inputs(batch_checks.checked(x, self.backbone.input_limits()))
 
     def _check_labels(self, labels, packed):
-        """A `ValueError` for integer labels in memory outside `label_bounds`."""
+        """A `ValueError` for integer labels outside `label_bounds`."""
         bounds = self.label_bounds(packed)
         found = None if bounds is None else label_range(labels)
         if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
-            raise ValueError(self._bounds_message(bounds) + f" Got labels from {found[0]} to {found[1]}.")
+            raise ValueError(
+                f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
+                f"({self.label_count}={getattr(self, self.label_count)}). Fix the labels, or build the "
+                f"model for more classes. Got labels from {found[0]} to {found[1]}."
+            )
 
     def _assert_labels(self, labels, packed):
         """`labels` checked against `label_bounds` inside `tf.data`, on the host (same message)."""
@@ -287,12 +283,6 @@ class Task(BaseModel):
         first = labels[0] if isinstance(labels, tuple) else labels
         values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
         return batch_checks.on_host(lambda found: self._check_labels(found, packed), labels, values)
-
-    def _bounds_message(self, bounds):
-        return (
-            f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
-            f"({self.label_count}={getattr(self, self.label_count)}). Fix the labels, or build the model for more classes."
-        )
 
     # === Compilation ===
 

@@ -167,6 +167,29 @@ def test_task_refuses_a_bad_batch_of_a_dataset(classifier, case, entry):
     assert_second_batch_refused(classifier, entry, good_bert_batch(seed=2), bad_bert_batch(case), BERT_CASES[case])
 
 
+# === One check per path ===
+
+
+def test_kzoo_steps_trace_no_check_and_a_users_step_does(monkeypatch):
+    """kzoo's own steps get data checked where it came in, so what they trace
+    holds no in-step check (no TensorFlow assertion, no JAX host callback);
+    the same backbone in a user's compiled model checks inside its step."""
+    from kzoo.backend import checks
+
+    traced = []
+    monkeypatch.setattr(checks.tensorflow_backend, "assert_in_graph", lambda t, *a: traced.append("tf") or t)
+    monkeypatch.setattr(checks.jax_backend, "raise_in_step", lambda *a: traced.append("jax"))
+    mode = "graph" if BACKEND == "tensorflow" else MODES[0]
+    model = compiled(kzoo.BertClassifier(backbone(), num_classes=2), mode)
+    model.fit(dataset(good_bert_batch(), good_bert_batch(seed=2)), verbose=0)
+    model.fit(*good_bert_batch(), verbose=0)
+    model.predict(good_bert_batch()[0], verbose=0)
+    assert traced == []
+    if BACKEND != "torch":  # torch runs eagerly: values are checked as they come
+        user_model(mode).fit(*good_bert_batch(), verbose=0)
+        assert len(traced) >= 2  # token and segment ids at least
+
+
 # === A user's own functional model around BertBackbone ===
 
 # What a compiled step of a model kzoo does not drive raises.

@@ -145,7 +145,7 @@ def test_labels_out_of_range_in_a_dataset_fail_at_the_first_batch_and_keep_the_m
     model = small_classifier(num_classes=3)
     model.compile()
     dataset = tf.data.Dataset.from_tensor_slices((["a song", "a goal"], [0, 3])).batch(2)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels must be integers in \[0, 2\]"):
+    with pytest.raises(ValueError, match=r"labels must be integers in \[0, 2\].*Got labels from 0 to 3"):
         model.fit(dataset, verbose=0)
     assert model.predict(["a song"], verbose=0).shape == (1, 3)  # still usable (JAX included)
 

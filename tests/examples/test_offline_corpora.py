@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.backend_independent  # plain Python data code: run once (conftest.py)
 
 _spec = importlib.util.spec_from_file_location(
-    "offline_corpora", os.path.join(os.path.dirname(__file__), "..", "examples", "offline_corpora.py")
+    "offline_corpora", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "offline_corpora.py")
 )
 offline_corpora = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(offline_corpora)
