@@ -9,6 +9,11 @@ epoch k's batches come from `(seed, k)` (`length_batches`), and `FollowEpochs`
 tells the data which epoch Keras is in; `seed` is drawn from NumPy's global
 generator when `fit` starts, so a script seeded with
 `keras.utils.set_random_seed` gets the same batches when it is run again to resume.
+
+What it buys: on real short texts, fine-tuning 1.85x (TensorFlow) to 2.20x
+(torch) Hugging Face's examples per second, where padding every batch to the
+sequence length was 0.46x on torch (benchmarks/real_text.py, 2026-11-27, AMD
+EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 """
 
 import json

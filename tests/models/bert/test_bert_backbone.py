@@ -17,6 +17,7 @@ from kzoo import BertBackbone
 from kzoo.presets import get_preset, list_presets
 from tests.models.bert import numpy_bert
 from tests.models.bert.cross_backend_script import run_on_other_backend
+from tests.test_case import run_preset_test
 
 TINY = dict(
     vocabulary_size=50,
@@ -568,3 +569,9 @@ def test_training_step():
         if np.array_equal(to_numpy(v), old)
     ]
     assert not unchanged, f"variables without gradient: {unchanged}"
+
+
+def test_preset(tmp_path):
+    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 11, 3, 0, 0, 0]], "int32")
+    run_preset_test(BertBackbone, "bert_tiny", {"max_sequence_length": 64}, {"token_ids": ids},
+                    {"pooled_output": (2, 128), "sequence_output": (2, 6, 128)}, tmp_path)

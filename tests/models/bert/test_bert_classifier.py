@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import kzoo
+from tests.test_case import run_task_test
 from tests.models.bert.task_fixtures import (
     VOCABULARY,
     assert_preset_round_trip,
@@ -113,15 +114,9 @@ def test_raw_text_dataset_and_validation_split():
     assert "val_accuracy" in history.history
 
 
-def test_config_and_keras_file_round_trip(tmp_path):
-    model = small_classifier(dropout=0.2)
-    revived = kzoo.BertClassifier.from_config(model.get_config())
-    assert revived.get_config() == model.get_config()
-    path = os.path.join(str(tmp_path), "classifier.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = ["the song was good", "a team"]
-    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
+def test_task(tmp_path):
+    run_task_test(small_classifier(dropout=0.2), ["the song was good", "a team", "a goal"], np.array([0, 1, 2]),
+                  (3, 3), tmp_path)
 
 
 @pytest.mark.parametrize("num_classes", [0, -1, 2.0, True, "2"])
