@@ -98,7 +98,7 @@ class Task(BaseModel):
         checked. `packed`: whether they go with packed inputs or raw text."""
         return None
 
-    label_count = "num_classes"  # the argument that `label_bounds` follows, named in errors
+    head_size = "num_classes"  # the argument sizing the head: named in label errors, needed by a new head
 
     def unused_variables(self):
         """The variables no loss of this task reaches (e.g. BERT's pooler
@@ -272,7 +272,7 @@ class Task(BaseModel):
         if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
             raise ValueError(
                 f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
-                f"({self.label_count}={getattr(self, self.label_count)}). Fix the labels, or build the "
+                f"({self.head_size}={getattr(self, self.head_size)}). Fix the labels, or build the "
                 f"model for more classes. Got labels from {found[0]} to {found[1]}."
             )
 
@@ -375,6 +375,8 @@ class Task(BaseModel):
                 f"preprocessor=kzoo.{cls.preprocessor_class.__name__}.from_preset(path), ...)."
             )
         missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
+        if cls.head_size in head and not {cls.head_size, *label_names.ARGUMENTS} & set(kwargs):
+            missing.append(cls.head_size)
         if saved is None and missing:
             raise ValueError(
                 f"{preset!r} holds no {cls.__name__}, so `from_preset` puts a new head on its "

@@ -62,7 +62,7 @@ class BertFillMask:
         if not texts or max(lengths) > self.backbone.max_sequence_length:
             raise ValueError(
                 "fill_mask takes one or more texts, each at most "
-                f"{self.backbone.max_sequence_length - 2} tokens long (the self's position table); "
+                f"{self.backbone.max_sequence_length - 2} tokens long (the model's position table); "
                 f"got {len(texts)} text(s) of {max(lengths, default=0) - 2} tokens at most."
             )
         packed = BertPreprocessor(tokenizer, sequence_length=max(lengths))(texts)
@@ -96,7 +96,7 @@ class BertFillMask:
         tokenizer = getattr(self, "tokenizer", None)
         if tokenizer is None:
             raise ValueError(
-                f"fill_mask needs the self's tokenizer to read text, and this {type(self).__name__} has "
+                f"fill_mask needs the model's tokenizer to read text, and this {type(self).__name__} has "
                 f"none: build it with tokenizer=kzoo.BertTokenizer(vocabulary), or load it with "
                 f"kzoo.{type(self).__name__}.from_preset(...) from a preset that has one."
             )

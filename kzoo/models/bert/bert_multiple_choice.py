@@ -83,7 +83,7 @@ class BertMultipleChoice(Task):
         self.choice_dropout = head_dropout
         self.choice_score = head
 
-    label_count = "num_choices"
+    head_size = "num_choices"
 
     def label_bounds(self, packed):
         return (0, self.num_choices)

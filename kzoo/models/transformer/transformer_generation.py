@@ -225,7 +225,7 @@ class TransformerGeneration:
                 beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
             )
         # An empty source (e.g. a blank line of a test set) translates to the empty
-        # sentence, so outputs stay aligned with inputs: the self never saw one in training.
+        # sentence, so outputs stay aligned with inputs: the model never saw one in training.
         real = ops.logical_and(
             ops.not_equal(encoder_token_ids, self.padding_id), ops.not_equal(encoder_token_ids, self.end_id)
         )
