@@ -1,13 +1,12 @@
 """BERT's weight table: every kzoo variable's name in each checkpoint format,
-and how the format lays out its array.
+and how the format lays out its array; and `CheckpointSource`, a checkpoint
+as a format's reader opens it.
 
 Each `Row` pairs a kzoo variable path with its Hugging Face, google-research
-and KerasHub names and a `Layout` (the rule that turns the source's array into
-kzoo's). `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the layer), `POOLER` and the
-heads of each task class in `TASKS` make the whole table;
-`kzoo.checkpoints.bert_loading` reads it forwards (checkpoint -> kzoo),
-`kzoo.checkpoints.huggingface_export` backwards (kzoo -> Hugging Face). This
-module is data: it imports no model and reads no file.
+and KerasHub names and a `Layout`. `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the
+layer), `POOLER` and the heads of each task in `TASKS` make the whole table;
+`kzoo.checkpoints` reads it forwards, `kzoo.checkpoints.huggingface.save`
+backwards. This module imports no model and reads no file.
 """
 
 import dataclasses
@@ -318,3 +317,53 @@ def task_for(cls):
     'BertForSequenceClassification'
     """
     return next(((c.__name__, TASKS[c.__name__]) for c in cls.__mro__ if c.__name__ in TASKS), None)
+
+
+@dataclasses.dataclass
+class CheckpointSource:
+    """A checkpoint opened by a format's reader: what kzoo needs from it.
+
+    Attributes:
+        format: str. "huggingface", "google" or "keras_hub".
+        location: str. The path (or handle) it was opened from, for messages.
+        backbone_config: dict or None. `kzoo.BertBackbone` arguments; None
+            for a tokenizer-only directory.
+        tokenizer_config: dict or None. `kzoo.BertTokenizer` arguments
+            (`lowercase=None` when the source does not say); None without a
+            vocabulary.
+        shapes: dict. `{tensor name: shape}`, read without loading arrays.
+        read: callable. `read(name)` returns the array.
+        architectures: tuple of str. The Hugging Face classes that wrote it.
+            Defaults to `()`.
+        head_config: dict. Task arguments the source fixes (`num_classes`,
+            label names). Defaults to `{}`.
+        keep_alive: object. Files needed while it is read (an unzipped
+            copy). Defaults to `None`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> source = CheckpointSource("huggingface", "example", None, None,
+    ...     shapes={"pooler.dense.weight": (8, 8)}, read=lambda name: np.zeros((8, 8)))
+    >>> source.has_head(Head(POOLER)), source.has_head(NSP)
+    (True, False)
+    """
+
+    format: str
+    location: str
+    backbone_config: dict
+    tokenizer_config: dict
+    shapes: dict
+    read: object
+    architectures: tuple = ()
+    head_config: dict = dataclasses.field(default_factory=dict)
+    keep_alive: object = None
+
+    def has_head(self, head):
+        """Whether the checkpoint holds `head` (a `Head`): its first tensor,
+        written by the right Hugging Face class."""
+        name = head.rows[0].name(self.format)
+        written_by = self.format != "huggingface" or head.hf_architecture is None or (
+            head.hf_architecture in self.architectures
+        )
+        return name is not None and name in self.shapes and written_by

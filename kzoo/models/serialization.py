@@ -15,7 +15,7 @@ import os
 
 import keras
 
-from kzoo.presets import atomic
+from kzoo import atomic
 
 
 def constructor_parameters(cls, skip=()):
@@ -146,7 +146,7 @@ def recompile(model, config):
 
 def save(model, filepath, overwrite=True, zipped=None, **kwargs):
     """`keras.Model.save`, atomic: the `.keras` file is written beside
-    `filepath` and renamed into place once complete (`kzoo.presets.atomic`),
+    `filepath` and renamed into place once complete (`kzoo.atomic`),
     so a save that fails at any point (an error, a full disk, a killed
     process) leaves the previous file as it was. kzoo's `Backbone.save` and
     `Task.save`.
