@@ -44,15 +44,7 @@ EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": 
 
 
 def read_json(path):
-    """A checkpoint's JSON file; a `ValueError` says which file is damaged.
-
-    Example:
-
-    >>> read_json("/nonexistent/config.json")
-    Traceback (most recent call last):
-    ...
-    ValueError: Cannot read '/nonexistent/config.json' as JSON ([Errno 2] No such file or directory: '/nonexistent/config.json'). Copy the checkpoint again.
-    """
+    """A checkpoint's JSON file; a `ValueError` says which file is damaged."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -61,7 +53,6 @@ def read_json(path):
 
 
 def local_path(path):
-    """`path` as a str with `~` expanded, or None when it is not a path."""
     return os.path.expanduser(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
 
 
@@ -129,16 +120,8 @@ def detect(path):
     return "model_type" in config or "model" in config
 
 
-def download(handle):
-    """The local directory of `hf://owner/name`, fetched with `huggingface_hub`.
-
-    Example:
-
-    >>> download("hf://")
-    Traceback (most recent call last):
-    ...
-    ValueError: 'hf://' names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased.
-    """
+def _download(handle):
+    """The local directory of `hf://owner/name`, fetched with `huggingface_hub`."""
     repository = handle[len(HF_PREFIX):].strip("/")
     if not repository:
         raise ValueError(
@@ -171,7 +154,7 @@ def open_checkpoint(path):
     (1, (8, 8))
     """
     is_handle = isinstance(path, str) and path.startswith(HF_PREFIX)
-    directory = download(path) if is_handle else os.path.expanduser(os.fspath(path))
+    directory = _download(path) if is_handle else os.path.expanduser(os.fspath(path))
     config_path = os.path.join(directory, CONFIG_FILE)
     config = read_json(config_path) if os.path.isfile(config_path) else None
     shapes, read = ({}, None) if config is None else _weights(directory)
@@ -217,15 +200,11 @@ def backbone_config(config, location):
             "the paper's encoder with absolute learned positions."
         )
     return {
-        "vocabulary_size": config["vocab_size"],
-        "num_layers": config.get("num_hidden_layers", 12),
-        "num_heads": config.get("num_attention_heads", 12),
-        "hidden_dim": config.get("hidden_size", 768),
-        "intermediate_dim": config.get("intermediate_size", 3072),
-        "dropout": config.get("hidden_dropout_prob", 0.1),
+        "vocabulary_size": config["vocab_size"], "num_layers": config.get("num_hidden_layers", 12),
+        "num_heads": config.get("num_attention_heads", 12), "hidden_dim": config.get("hidden_size", 768),
+        "intermediate_dim": config.get("intermediate_size", 3072), "dropout": config.get("hidden_dropout_prob", 0.1),
         "max_sequence_length": config.get("max_position_embeddings", 512),
-        "num_segments": config.get("type_vocab_size", 2),
-        "activation": ACTIVATIONS[activation],
+        "num_segments": config.get("type_vocab_size", 2), "activation": ACTIVATIONS[activation],
         "layer_norm_epsilon": config.get("layer_norm_eps", 1e-12),
     }
 
@@ -366,8 +345,8 @@ def save(model, path, tokenizer=None, progress=False):
     Args:
         model: keras.Model. A `kzoo.BertBackbone` or a kzoo BERT task.
         path: str or os.PathLike. A new or empty directory, or an earlier export.
-        tokenizer: kzoo.BertTokenizer. Written as `vocab.txt` and
-            `tokenizer_config.json`. Defaults to `None`: the model's own, if any.
+        tokenizer: kzoo.BertTokenizer. Written as `vocab.txt`. Defaults to
+            `None`: the model's own, if any.
         progress: bool. Show a progress bar over the tensors. Defaults to `False`.
 
     Example:
@@ -415,7 +394,7 @@ def save(model, path, tokenizer=None, progress=False):
             f"Refusing to write a Hugging Face checkpoint to {directory!r}: it is a file or holds "
             f"{foreign[:5]}. Export into a new or empty directory."
         )
-    config = config_from(model, backbone, task, tokenizer)
+    config = _config_from(model, backbone, task, tokenizer)
     with atomic.replacing_directory(directory) as scratch:  # an earlier export's tokenizer files are dropped
         with open(os.path.join(scratch, CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)
@@ -424,37 +403,18 @@ def save(model, path, tokenizer=None, progress=False):
             _write_tokenizer(tokenizer, scratch, config["max_position_embeddings"])
 
 
-def config_from(model, backbone, task, tokenizer):
+def _config_from(model, backbone, task, tokenizer):
     """The Hugging Face `config.json` of a kzoo model (the inverse of
-    `backbone_config`), with `id2label` for a model with `num_classes`.
-
-    Example:
-
-    >>> from kzoo import BertBackbone
-    >>> from kzoo.checkpoints.bert_weights import TASKS
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                         intermediate_dim=16, activation="gelu_approximate")
-    >>> config_from(backbone, backbone, TASKS["BertBackbone"], None)["hidden_act"]
-    'gelu_new'
-    """
+    `backbone_config`), with `id2label` for a model with `num_classes`."""
     config = {
-        "architectures": [task.hf_architecture],
-        "model_type": "bert",
-        "vocab_size": backbone.vocabulary_size,
-        "hidden_size": backbone.hidden_dim,
-        "num_hidden_layers": backbone.num_layers,
-        "num_attention_heads": backbone.num_heads,
-        "intermediate_size": backbone.intermediate_dim,
-        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation],
-        "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.dropout,
-        "max_position_embeddings": backbone.max_sequence_length,
-        "type_vocab_size": backbone.num_segments,
-        "layer_norm_eps": backbone.layer_norm_epsilon,
-        "initializer_range": 0.02,
-        "pad_token_id": tokenizer.pad_token_id if tokenizer is not None else 0,
-        "position_embedding_type": "absolute",
-        "dtype": "float32",
+        "architectures": [task.hf_architecture], "model_type": "bert", "vocab_size": backbone.vocabulary_size,
+        "hidden_size": backbone.hidden_dim, "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads, "intermediate_size": backbone.intermediate_dim,
+        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation], "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout, "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": backbone.num_segments, "layer_norm_eps": backbone.layer_norm_epsilon,
+        "initializer_range": 0.02, "pad_token_id": tokenizer.pad_token_id if tokenizer is not None else 0,
+        "position_embedding_type": "absolute", "dtype": "float32",
     }
     num_classes = getattr(model, "num_classes", None)
     if num_classes is not None:
@@ -471,16 +431,10 @@ def _write_tokenizer(tokenizer, directory, max_length):
     with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
     settings = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": tokenizer.lowercase,
-        "strip_accents": tokenizer.strip_accents,
-        "tokenize_chinese_chars": True,
-        "unk_token": tokenizer.unknown_token,
-        "pad_token": "[PAD]",
-        "cls_token": "[CLS]",
-        "sep_token": "[SEP]",
-        "mask_token": "[MASK]",
-        "model_max_length": max_length,
+        "tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
+        "strip_accents": tokenizer.strip_accents, "tokenize_chinese_chars": True,
+        "unk_token": tokenizer.unknown_token, "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+        "mask_token": "[MASK]", "model_max_length": max_length,
     }
     with open(os.path.join(directory, TOKENIZER_CONFIG_FILE), "w", encoding="utf-8") as f:
         json.dump(settings, f, indent=2)

@@ -16,8 +16,8 @@ import keras
 from kzoo import atomic, checkpoints
 from kzoo.checkpoints import huggingface
 from kzoo.presets import directory
-from kzoo.presets.builtin import PresetInfo, cache_directory, get_preset, is_builtin_name, list_presets, print_presets
-from kzoo.presets.builtin import load_name
+from kzoo.presets.builtin import PresetInfo, get_preset, is_builtin_name, list_presets, load_name, print_presets
+from kzoo.presets.released import cache_directory
 from kzoo.presets.directory import saved_task_config
 
 SAVE_FORMATS = ("kzoo", "huggingface")
