@@ -32,18 +32,10 @@ def _merge_heads_in(shape):
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """How a checkpoint format stores a kzoo variable.
-
-    KerasHub stores kzoo's own shapes; Hugging Face and google-research store
-    a matrix, some of them transposed.
-
-    Attributes:
-        matrix_shape: callable. Maps kzoo's shape to the TensorFlow-style
-            `(in, out)` matrix (attention heads merged). Defaults to the
-            shape itself.
-        transposed_in: frozenset of str. The formats that store that matrix
-            as `(out, in)` (PyTorch's `nn.Linear`; google-research's
-            `output_weights`). Defaults to none.
+    """How a checkpoint format stores a kzoo variable: KerasHub as kzoo does;
+    Hugging Face and google-research as the `(in, out)` matrix `matrix_shape`
+    gives (attention heads merged), transposed in the `transposed_in` formats
+    (PyTorch's `nn.Linear`; google-research's `output_weights`).
 
     Example:
 
@@ -87,16 +79,9 @@ OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # h
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One tensor of the table. `{i}` in a name stands for the encoder layer.
-
-    Attributes:
-        kzoo: str. The kzoo variable path (`variable.path`).
-        huggingface: str. The Hugging Face tensor name (without the `bert.`
-            prefix of task classes).
-        google: str or None. The google-research variable name; None where
-            the format has no such tensor.
-        keras_hub: str or None. The KerasHub variable path; None likewise.
-        layout: Layout. How the formats store the array.
+    """One tensor of the table: the kzoo variable path and its Hugging Face
+    (without the `bert.` prefix of task classes), google-research and KerasHub
+    names (None where the format has no such tensor); `{i}` is the encoder layer.
 
     Example:
 
@@ -204,16 +189,9 @@ def _dense_head(kzoo, huggingface, google=None):
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """A task head's rows.
-
-    Attributes:
-        rows: tuple of Row. The head's tensors.
-        hf_architecture: str. The Hugging Face class that must have written
-            the head (`classifier` is the name of three different heads).
-            Defaults to `None`, any class.
-        pretrained: bool. Whether the head is part of pre-training (sec.
-            3.1), so expected in a pre-trained checkpoint (a missing one is
-            reported). Defaults to `False`.
+    """A task head's rows; `hf_architecture`, the Hugging Face class that must
+    have written it (`classifier` names three different heads), None for any;
+    `pretrained`, whether pre-training has it (sec. 3.1), so a missing one is reported.
 
     Example:
 
@@ -232,13 +210,8 @@ NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
 
 @dataclasses.dataclass(frozen=True)
 class TaskHeads:
-    """What a kzoo BERT class holds beyond the encoder.
-
-    Attributes:
-        heads: tuple of Head. The task's heads.
-        hf_architecture: str. The Hugging Face class with the same heads.
-        uses_pooler: bool. Whether the task reads the pooled `[CLS]` output.
-            Defaults to `True`.
+    """What a kzoo BERT class holds beyond the encoder: its heads, the Hugging
+    Face class with the same heads, and whether it reads the pooled `[CLS]` output.
 
     Example:
 
@@ -276,13 +249,7 @@ TASKS = {
 
 
 def encoder_rows(num_layers):
-    """The rows of BERT's encoder: embeddings, then every layer.
-
-    Args:
-        num_layers: int. The encoder's number of layers (L).
-
-    Returns:
-        A tuple of Row, `{i}` filled in.
+    """The rows of BERT's encoder of `num_layers` layers: embeddings, then every layer.
 
     Example:
 
@@ -301,14 +268,7 @@ def encoder_rows(num_layers):
 
 
 def task_for(cls):
-    """The `TASKS` entry of a kzoo BERT class or a subclass.
-
-    Args:
-        cls: type. A kzoo class.
-
-    Returns:
-        `(name, TaskHeads)` for the first BERT class in `cls.__mro__`; None
-        for other classes.
+    """`(name, TaskHeads)` of the first `TASKS` class in `cls.__mro__`, or None.
 
     Example:
 

@@ -10,13 +10,10 @@ of KerasHub's `keras_hub/src/utils/preset_utils.py`:
     metadata.json                    kzoo and Keras versions, backend, classes, parameters, date
     training_curves.png              optional, drawn by the `kzoo` command; kept on re-saves
 
-A JSON string beginning with `assets/` is relative to the directory, so a
-directory can be moved. Weights files hold no optimizer state, and their
-shapes are checked before loading. A save serializes and checks everything
-first, then writes the whole directory beside its destination and renames it
-into place (`kzoo.atomic`); it refuses a directory holding anything but
-preset files, and a part saved alone over a saved task (whose task weights
-would go stale).
+A JSON string beginning with `assets/` is relative to the directory. Weights
+hold no optimizer state; their shapes are checked before loading. A save
+checks everything, then writes the directory atomically (`kzoo.atomic`); it
+refuses foreign files, and a part saved alone over a task (whose weights would go stale).
 """
 
 import collections
@@ -36,8 +33,9 @@ from kzoo.layers.dropout import SEED_STATE
 from kzoo.version import __version__
 
 # Each part of a preset (its role): its JSON file, and its weights file for models.
-PART_FILES = {"task": "task.json", "backbone": "config.json", "preprocessor": "preprocessor.json",
-              "tokenizer": "tokenizer.json"}
+PART_FILES = {
+    "task": "task.json", "backbone": "config.json", "preprocessor": "preprocessor.json", "tokenizer": "tokenizer.json",
+}
 WEIGHTS_FILES = {"task": "task.weights.h5", "backbone": "model.weights.h5"}
 METADATA_FILE = "metadata.json"
 ASSET_DIR = "assets"
@@ -58,15 +56,8 @@ def pop_backbone_kwargs(kwargs):
 
 
 def override_config(config, overrides, source, class_name, extra=()):
-    """`config` updated with `overrides`, each naming a field of `config` or `extra`.
-
-    Example:
-
-    >>> override_config({"num_layers": 2}, {"layers": 4}, "bert_tiny", "BertBackbone")
-    Traceback (most recent call last):
-    ...
-    ValueError: Unknown override(s) ['layers'] for preset 'bert_tiny'; BertBackbone presets take: ['num_layers'].
-    """
+    """`config` updated with `overrides`, each naming a field of `config` or `extra`
+    (`source` and `class_name` name the preset in the error)."""
     unknown = set(overrides) - set(config) - set(extra)
     if unknown:
         raise ValueError(

@@ -132,7 +132,8 @@ def _huggingface(name, preset, local_only):
 def _missing_files(directory):
     """What a BERT directory lacks: its config, weights or vocabulary."""
     wanted = {"config.json": ("config.json",), "weights file": HF_WEIGHTS, "vocabulary": HF_VOCABULARIES}
-    return [what for what, names in wanted.items() if not any(os.path.isfile(os.path.join(directory, n)) for n in names)]
+    return [what for what, names in wanted.items()
+            if not any(os.path.isfile(os.path.join(directory, n)) for n in names)]
 
 
 def _unavailable(name, preset, reason, local_only=False):
