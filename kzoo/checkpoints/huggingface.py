@@ -59,14 +59,7 @@ def local_path(path):
 def main_json(path):
     """The first of `config.json` and `tokenizer.json` in directory `path`,
     which says what the directory holds: `{}` when damaged (kzoo's own loader
-    reports it), None when `path` is not a directory or has neither.
-
-    Example:
-
-    >>> import tempfile
-    >>> main_json(tempfile.mkdtemp()) is None
-    True
-    """
+    reports it), None when `path` is not a directory or has neither."""
     directory = local_path(path)
     if directory is None or not os.path.isdir(directory):
         return None
@@ -82,15 +75,8 @@ def main_json(path):
 
 def unavailable_error(subject, cache, reason, ways_out):
     """The `ValueError` for released files neither (completely) cached nor
-    downloadable, worded alike for built-in names and `kaggle://` handles.
-
-    Example:
-
-    >>> print(unavailable_error("x", "the cache (/c)", "offline", ["copy it", "or pass a directory"]))
-    x, which is not (completely) in the cache (/c) and cannot be downloaded: offline. Ways out:
-      - copy it;
-      - or pass a directory.
-    """
+    downloadable, worded alike for built-in names and `kaggle://` handles:
+    `subject`, the `cache` looked in, the `reason`, and the `ways_out` one a line."""
     return ValueError(
         f"{subject}, which is not (completely) in {cache} and cannot be downloaded: {reason}. Ways out:\n"
         + ";\n".join(f"  - {way}" for way in ways_out) + "."
