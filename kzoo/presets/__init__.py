@@ -4,8 +4,9 @@ the checkpoint formats of `kzoo.checkpoints`, behind every class's
 `save_to_preset(path, format=...)` (`save_backbone`, `save_task`,
 `save_preprocessor`, `save_tokenizer`).
 
-`kzoo.presets.builtin` holds the built-in names and their released weights,
-`kzoo.presets.directory` kzoo's own preset directories. This package imports
+`kzoo.presets.builtin` holds the built-in names, `kzoo.presets.released`
+where their weights come from, `kzoo.presets.directory` kzoo's own preset
+directories. This package imports
 no model: classes come from the caller, or from Keras's registered objects.
 """
 
