@@ -110,22 +110,65 @@ def save(obj, path, format="kzoo"):
 
 
 def save_backbone(backbone, path, format="kzoo"):
-    """`save` for a backbone (a `keras.Model` without a `backbone`)."""
+    """`save` for a backbone (a `keras.Model` without a `backbone`).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> save_backbone(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                            intermediate_dim=16), path)
+    >>> sorted(os.listdir(path))
+    ['config.json', 'metadata.json', 'model.weights.h5']
+    """
     _save_as("backbone", backbone, path, format)
 
 
 def save_task(task, path, format="kzoo"):
-    """`save` for a task: a `keras.Model` whose `backbone` is a `keras.Model`."""
+    """`save` for a task: a `keras.Model` whose `backbone` is a `keras.Model`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone
+    >>> save_task(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                        intermediate_dim=16), tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    ValueError: save_task saves a keras.Model with a `backbone` attribute (a keras.Model); got a BertBackbone whose backbone is NoneType. Save a bare backbone with `save_backbone`.
+    """
     _save_as("task", task, path, format)
 
 
 def save_preprocessor(preprocessor, path, format="kzoo"):
-    """`save` for a preprocessor (an object with a `tokenizer`)."""
+    """`save` for a preprocessor (an object with a `tokenizer`), its tokenizer included.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertPreprocessor, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> path = tempfile.mkdtemp()
+    >>> save_preprocessor(BertPreprocessor(tokenizer, sequence_length=8), path)
+    >>> sorted(os.listdir(path))
+    ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
+    """
     _save_as("preprocessor", preprocessor, path, format)
 
 
 def save_tokenizer(tokenizer, path, format="kzoo"):
-    """`save` for a tokenizer."""
+    """`save` for a tokenizer: its JSON, and its vocabulary as an asset.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertTokenizer
+    >>> path = tempfile.mkdtemp()
+    >>> save_tokenizer(BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]), path)
+    >>> os.listdir(os.path.join(path, "assets", "tokenizer"))
+    ['vocabulary.txt']
+    """
     _save_as("tokenizer", tokenizer, path, format)
 
 
