@@ -76,7 +76,7 @@ def texts_of(corpus, workload):
 
 def minilm_directory():
     from kzoo.presets import get_preset  # noqa: PLC0415
-    from kzoo.presets.sources import model_root, weights_directory  # noqa: PLC0415
+    from kzoo.presets.released import model_root, weights_directory  # noqa: PLC0415
 
     return model_root(weights_directory("all_minilm_l6_v2", get_preset("all_minilm_l6_v2")))
 

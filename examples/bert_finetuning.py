@@ -42,7 +42,7 @@
 6. Saves the fine-tuned model as a preset directory, reloads it with
    `kzoo.BertClassifier.from_preset` and shows its predictions (area names and
    probabilities) for sentences written for this example. Converted
-   (`python -m kzoo.convert DIR OUT --format huggingface`), it keeps the
+   (`kzoo convert DIR OUT --format huggingface`), it keeps the
    names as `id2label`. Draws the attention of its first and last layers
    on one of those sentences (sec. 5.3) to `<output>-attention.png`.
 

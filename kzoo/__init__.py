@@ -28,7 +28,7 @@ Public API:
   name (parameter counts, where the weights come from); every model's
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
 - `kzoo.checkpoints`: BERT checkpoints of Hugging Face, google-research and
-  KerasHub, registered with `kzoo.presets` so `from_preset` reads them.
+  KerasHub, which `from_preset` reads (and `save_to_preset` writes for Hugging Face).
 """
 
 # First: TensorFlow's logging, devices and the backend's threads are set up

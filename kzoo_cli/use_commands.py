@@ -27,8 +27,8 @@ def presets(args):
 
 
 def convert(args):
-    """`kzoo convert SRC DST`: `kzoo.checkpoints.convert.convert`."""
-    from kzoo.checkpoints.convert import convert as convert_checkpoint  # noqa: PLC0415
+    """`kzoo convert SRC DST`: `kzoo.presets.convert`."""
+    from kzoo.presets import convert as convert_checkpoint  # noqa: PLC0415
 
     model = convert_checkpoint(args.source, args.destination, args.format)
     print(f"Wrote a {type(model).__name__} ({model.count_params():,} parameters) to "

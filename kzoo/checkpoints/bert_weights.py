@@ -1,13 +1,12 @@
 """BERT's weight table: every kzoo variable's name in each checkpoint format,
-and how the format lays out its array.
+and how the format lays out its array; and `CheckpointSource`, a checkpoint
+as a format's reader opens it.
 
 Each `Row` pairs a kzoo variable path with its Hugging Face, google-research
-and KerasHub names and a `Layout` (the rule that turns the source's array into
-kzoo's). `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the layer), `POOLER` and the
-heads of each task class in `TASKS` make the whole table;
-`kzoo.checkpoints.bert_loading` reads it forwards (checkpoint -> kzoo),
-`kzoo.checkpoints.huggingface_export` backwards (kzoo -> Hugging Face). This
-module is data: it imports no model and reads no file.
+and KerasHub names and a `Layout`. `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the
+layer), `POOLER` and the heads of each task in `TASKS` make the whole table;
+`kzoo.checkpoints` reads it forwards, `kzoo.checkpoints.huggingface.save`
+backwards. This module imports no model and reads no file.
 """
 
 import dataclasses
@@ -33,18 +32,10 @@ def _merge_heads_in(shape):
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """How a checkpoint format stores a kzoo variable.
-
-    KerasHub stores kzoo's own shapes; Hugging Face and google-research store
-    a matrix, some of them transposed.
-
-    Attributes:
-        matrix_shape: callable. Maps kzoo's shape to the TensorFlow-style
-            `(in, out)` matrix (attention heads merged). Defaults to the
-            shape itself.
-        transposed_in: frozenset of str. The formats that store that matrix
-            as `(out, in)` (PyTorch's `nn.Linear`; google-research's
-            `output_weights`). Defaults to none.
+    """How a checkpoint format stores a kzoo variable: KerasHub as kzoo does;
+    Hugging Face and google-research as the `(in, out)` matrix `matrix_shape`
+    gives (attention heads merged), transposed in the `transposed_in` formats
+    (PyTorch's `nn.Linear`; google-research's `output_weights`).
 
     Example:
 
@@ -88,16 +79,9 @@ OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # h
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One tensor of the table. `{i}` in a name stands for the encoder layer.
-
-    Attributes:
-        kzoo: str. The kzoo variable path (`variable.path`).
-        huggingface: str. The Hugging Face tensor name (without the `bert.`
-            prefix of task classes).
-        google: str or None. The google-research variable name; None where
-            the format has no such tensor.
-        keras_hub: str or None. The KerasHub variable path; None likewise.
-        layout: Layout. How the formats store the array.
+    """One tensor of the table: the kzoo variable path and its Hugging Face
+    (without the `bert.` prefix of task classes), google-research and KerasHub
+    names (None where the format has no such tensor); `{i}` is the encoder layer.
 
     Example:
 
@@ -205,16 +189,9 @@ def _dense_head(kzoo, huggingface, google=None):
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """A task head's rows.
-
-    Attributes:
-        rows: tuple of Row. The head's tensors.
-        hf_architecture: str. The Hugging Face class that must have written
-            the head (`classifier` is the name of three different heads).
-            Defaults to `None`, any class.
-        pretrained: bool. Whether the head is part of pre-training (sec.
-            3.1), so expected in a pre-trained checkpoint (a missing one is
-            reported). Defaults to `False`.
+    """A task head's rows; `hf_architecture`, the Hugging Face class that must
+    have written it (`classifier` names three different heads), None for any;
+    `pretrained`, whether pre-training has it (sec. 3.1), so a missing one is reported.
 
     Example:
 
@@ -233,13 +210,8 @@ NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
 
 @dataclasses.dataclass(frozen=True)
 class TaskHeads:
-    """What a kzoo BERT class holds beyond the encoder.
-
-    Attributes:
-        heads: tuple of Head. The task's heads.
-        hf_architecture: str. The Hugging Face class with the same heads.
-        uses_pooler: bool. Whether the task reads the pooled `[CLS]` output.
-            Defaults to `True`.
+    """What a kzoo BERT class holds beyond the encoder: its heads, the Hugging
+    Face class with the same heads, and whether it reads the pooled `[CLS]` output.
 
     Example:
 
@@ -277,13 +249,7 @@ TASKS = {
 
 
 def encoder_rows(num_layers):
-    """The rows of BERT's encoder: embeddings, then every layer.
-
-    Args:
-        num_layers: int. The encoder's number of layers (L).
-
-    Returns:
-        A tuple of Row, `{i}` filled in.
+    """The rows of BERT's encoder of `num_layers` layers: embeddings, then every layer.
 
     Example:
 
@@ -302,14 +268,7 @@ def encoder_rows(num_layers):
 
 
 def task_for(cls):
-    """The `TASKS` entry of a kzoo BERT class or a subclass.
-
-    Args:
-        cls: type. A kzoo class.
-
-    Returns:
-        `(name, TaskHeads)` for the first BERT class in `cls.__mro__`; None
-        for other classes.
+    """`(name, TaskHeads)` of the first `TASKS` class in `cls.__mro__`, or None.
 
     Example:
 
@@ -318,3 +277,53 @@ def task_for(cls):
     'BertForSequenceClassification'
     """
     return next(((c.__name__, TASKS[c.__name__]) for c in cls.__mro__ if c.__name__ in TASKS), None)
+
+
+@dataclasses.dataclass
+class CheckpointSource:
+    """A checkpoint opened by a format's reader: what kzoo needs from it.
+
+    Attributes:
+        format: str. "huggingface", "google" or "keras_hub".
+        location: str. The path (or handle) it was opened from, for messages.
+        backbone_config: dict or None. `kzoo.BertBackbone` arguments; None
+            for a tokenizer-only directory.
+        tokenizer_config: dict or None. `kzoo.BertTokenizer` arguments
+            (`lowercase=None` when the source does not say); None without a
+            vocabulary.
+        shapes: dict. `{tensor name: shape}`, read without loading arrays.
+        read: callable. `read(name)` returns the array.
+        architectures: tuple of str. The Hugging Face classes that wrote it.
+            Defaults to `()`.
+        head_config: dict. Task arguments the source fixes (`num_classes`,
+            label names). Defaults to `{}`.
+        keep_alive: object. Files needed while it is read (an unzipped
+            copy). Defaults to `None`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> source = CheckpointSource("huggingface", "example", None, None,
+    ...     shapes={"pooler.dense.weight": (8, 8)}, read=lambda name: np.zeros((8, 8)))
+    >>> source.has_head(Head(POOLER)), source.has_head(NSP)
+    (True, False)
+    """
+
+    format: str
+    location: str
+    backbone_config: dict
+    tokenizer_config: dict
+    shapes: dict
+    read: object
+    architectures: tuple = ()
+    head_config: dict = dataclasses.field(default_factory=dict)
+    keep_alive: object = None
+
+    def has_head(self, head):
+        """Whether the checkpoint holds `head` (a `Head`): its first tensor,
+        written by the right Hugging Face class."""
+        name = head.rows[0].name(self.format)
+        written_by = self.format != "huggingface" or head.hf_architecture is None or (
+            head.hf_architecture in self.architectures
+        )
+        return name is not None and name in self.shapes and written_by

@@ -19,10 +19,9 @@ import re
 import tempfile
 import zipfile
 
-import tensorflow as tf
-
+from kzoo.checkpoints.bert_weights import CheckpointSource
 from kzoo.checkpoints.huggingface import backbone_config as huggingface_backbone_config
-from kzoo.checkpoints.source import CheckpointSource, local_path, read_json
+from kzoo.checkpoints.huggingface import local_path, read_json
 
 CONFIG_FILE = "bert_config.json"
 VOCABULARY_FILE = "vocab.txt"
@@ -32,12 +31,6 @@ CHECKPOINT_PREFIX = "bert_model.ckpt"
 def detect(path):
     """Whether `path` is a google-research BERT release: a .zip file, or a
     directory with `bert_config.json`.
-
-    Args:
-        path: str or os.PathLike. What `from_preset` was given.
-
-    Returns:
-        True for a google-research release.
 
     Example:
 
@@ -53,15 +46,9 @@ def detect(path):
     return os.path.isfile(os.path.join(location, CONFIG_FILE))
 
 
-def open_google(path):
-    """Opens a google-research BERT release.
-
-    Args:
-        path: str or os.PathLike. A release directory, or its .zip (unzipped
-            into a temporary directory that lives as long as the source).
-
-    Returns:
-        A `CheckpointSource` of format "google".
+def open_checkpoint(path):
+    """Opens a google-research release directory, or its .zip (unzipped into
+    a temporary directory that lives as long as the source), as a `CheckpointSource`.
 
     Example (a one-layer checkpoint written here with TensorFlow):
 
@@ -73,7 +60,7 @@ def open_google(path):
     ...                "num_attention_heads": 2, "intermediate_size": 16}, f)
     >>> embeddings = tf.Variable(np.zeros((30, 8), "float32"))
     >>> _ = tf.train.Checkpoint(bert=embeddings).write(os.path.join(directory, "bert_model.ckpt"))
-    >>> source = open_google(directory)
+    >>> source = open_checkpoint(directory)
     >>> source.backbone_config["activation"], source.tokenizer_config
     ('gelu', None)
     """
@@ -104,13 +91,6 @@ def backbone_config(config, location):
     `BertConfig`, whose fields Hugging Face's kept; LayerNorm epsilon 1e-12
     is fixed in its `modeling.py`, 16 segment types by default).
 
-    Args:
-        config: dict. The contents of `bert_config.json`.
-        location: str. The file, for error messages.
-
-    Returns:
-        A dict of `kzoo.BertBackbone` arguments.
-
     Example:
 
     >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
@@ -122,13 +102,7 @@ def backbone_config(config, location):
 
 def lowercase_from_name(path):
     """Whether a release lower-cases its text, read from its name
-    (`bert_config.json` does not say).
-
-    Args:
-        path: str. The release's directory or .zip.
-
-    Returns:
-        True for `uncased` in the name, False for `cased`, None if neither.
+    (`bert_config.json` does not say): None when the name says neither.
 
     Example:
 
@@ -156,6 +130,8 @@ def _unzip(path, target):
 
 def _checkpoint_prefix(directory):
     """bert_model.ckpt, else the `checkpoint` file's latest, else the only *.index."""
+    import tensorflow as tf  # noqa: PLC0415 (only these checkpoints need it)
+
     if os.path.isfile(os.path.join(directory, CHECKPOINT_PREFIX + ".index")):
         return os.path.join(directory, CHECKPOINT_PREFIX)
     latest = tf.train.latest_checkpoint(directory)
@@ -186,6 +162,8 @@ def _checkpoint(prefix):
             "Copy every bert_model.ckpt.* file (index and data) again."
         )
     damaged = f"The checkpoint {prefix!r} is truncated or corrupt"
+    import tensorflow as tf  # noqa: PLC0415
+
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:

@@ -1,15 +1,12 @@
-"""Reading Hugging Face BERT directories (the names of `modeling_bert.py`).
+"""Hugging Face BERT directories, read and written (the names of `modeling_bert.py`).
 
 A directory holds `config.json` (`model_type: "bert"`), the weights as
-`model.safetensors` (read with the `safetensors` library) or
-`pytorch_model.bin` (read with `torch.load(weights_only=True)`), and the
-tokenizer as `vocab.txt` and/or `tokenizer.json` with `tokenizer_config.json`.
-`hf://owner/name` handles are downloaded with `huggingface_hub`.
-
-Tensor names are those of the table in `kzoo.checkpoints.bert_weights`
-without the `bert.` prefix that task classes add; old checkpoints'
-`LayerNorm.gamma`/`beta` are read as `weight`/`bias`. Writing is
-`kzoo.checkpoints.huggingface_export`.
+`model.safetensors` or `pytorch_model.bin` (read with
+`torch.load(weights_only=True)`), and the tokenizer as `vocab.txt` and/or
+`tokenizer.json` with `tokenizer_config.json`; `hf://owner/name` handles are
+downloaded with `huggingface_hub`. Tensor names are the table's in
+`kzoo.checkpoints.bert_weights`, without the `bert.` prefix of task classes;
+old checkpoints' `LayerNorm.gamma`/`beta` read as `weight`/`bias`.
 """
 
 import json
@@ -17,9 +14,13 @@ import os
 import pickle
 import re
 
+import keras
 import safetensors
+import safetensors.numpy
+from tqdm.auto import tqdm
 
-from kzoo.checkpoints.source import CheckpointSource, local_path, main_json, read_json
+from kzoo import atomic
+from kzoo.checkpoints.bert_weights import POOLER, CheckpointSource, encoder_rows, task_for
 
 HF_PREFIX = "hf://"
 CONFIG_FILE = "config.json"
@@ -28,34 +29,67 @@ PYTORCH_FILE = "pytorch_model.bin"
 VOCABULARY_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SUPPORTED_MODEL_TYPES = ("bert",)
 # Files fetched for an `hf://` handle: a Hugging Face, KerasHub or kzoo preset.
 DOWNLOADED = (
     CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
     "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json", "metadata.json", "assets/*",
 )
-# Hugging Face `hidden_act` -> kzoo activation. "gelu" is the exact erf GELU;
-# "gelu_new", "gelu_fast" and "gelu_pytorch_tanh" are the tanh approximation.
+# Hugging Face `hidden_act` -> kzoo activation: "gelu" is the exact erf GELU,
+# "gelu_new", "gelu_fast" and "gelu_pytorch_tanh" the tanh approximation.
 ACTIVATIONS = {
-    "gelu": "gelu",
-    "gelu_python": "gelu",
-    "gelu_new": "gelu_approximate",
-    "gelu_fast": "gelu_approximate",
-    "gelu_pytorch_tanh": "gelu_approximate",
-    "relu": "relu",
+    "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu",
 }
+EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
+
+
+def read_json(path):
+    """A checkpoint's JSON file; a `ValueError` says which file is damaged."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"Cannot read {path!r} as JSON ({error}). Copy the checkpoint again.") from error
+
+
+def local_path(path):
+    return os.path.expanduser(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
+
+
+def main_json(path):
+    """The first of `config.json` and `tokenizer.json` in directory `path`,
+    which says what the directory holds: `{}` when damaged (kzoo's own loader
+    reports it), None when `path` is not a directory or has neither."""
+    directory = local_path(path)
+    if directory is None or not os.path.isdir(directory):
+        return None
+    for name in (CONFIG_FILE, TOKENIZER_FILE):
+        if os.path.isfile(os.path.join(directory, name)):
+            try:
+                config = read_json(os.path.join(directory, name))
+            except ValueError:
+                return {}
+            return config if isinstance(config, dict) else {}
+    return None
+
+
+def unavailable_error(subject, cache, reason, ways_out):
+    """The `ValueError` for released files neither (completely) cached nor
+    downloadable, worded alike for built-in names and `kaggle://` handles:
+    `subject`, the `cache` looked in, the `reason`, and the `ways_out` one a line."""
+    return ValueError(
+        f"{subject}, which is not (completely) in {cache} and cannot be downloaded: {reason}. Ways out:\n"
+        + ";\n".join(f"  - {way}" for way in ways_out) + "."
+    )
+
+
+# === Reading ===
 
 
 def detect(path):
     """Whether `path` is a Hugging Face BERT checkpoint: an `hf://` handle, or
     a directory whose `config.json` has a `model_type` (or whose
     `tokenizer.json` has a `model`), or that holds only `vocab.txt`.
-
-    Args:
-        path: str or os.PathLike. What `from_preset` was given.
-
-    Returns:
-        True for a Hugging Face checkpoint.
 
     Example:
 
@@ -72,28 +106,14 @@ def detect(path):
     return "model_type" in config or "model" in config
 
 
-def download(handle):
-    """The local directory of `hf://owner/name`, fetched with `huggingface_hub`.
-
-    Args:
-        handle: str. `hf://owner/name`.
-
-    Returns:
-        The directory `huggingface_hub` downloaded the files into.
-
-    Example:
-
-    >>> download("hf://")
-    Traceback (most recent call last):
-    ...
-    ValueError: 'hf://' names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased.
-    """
+def _download(handle):
+    """The local directory of `hf://owner/name`, fetched with `huggingface_hub`."""
     repository = handle[len(HF_PREFIX):].strip("/")
     if not repository:
         raise ValueError(
             f"{handle!r} names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased."
         )
-    import huggingface_hub  # noqa: PLC0415 (a kzoo dependency, imported when a handle needs it)
+    import huggingface_hub  # noqa: PLC0415 (imported when a handle needs it)
 
     try:
         return huggingface_hub.snapshot_download(repository, allow_patterns=list(DOWNLOADED))
@@ -105,14 +125,8 @@ def download(handle):
         ) from error
 
 
-def open_huggingface(path):
-    """Opens a Hugging Face BERT directory or `hf://` handle.
-
-    Args:
-        path: str or os.PathLike. The directory, or `hf://owner/name`.
-
-    Returns:
-        A `CheckpointSource` of format "huggingface".
+def open_checkpoint(path):
+    """Opens a Hugging Face BERT directory or `hf://` handle as a `CheckpointSource`.
 
     Example:
 
@@ -121,20 +135,18 @@ def open_huggingface(path):
     >>> path = tempfile.mkdtemp()
     >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...              intermediate_dim=16).save_to_preset(path, format="huggingface")
-    >>> source = open_huggingface(path)
+    >>> source = open_checkpoint(path)
     >>> source.backbone_config["num_layers"], source.shapes["pooler.dense.weight"]
     (1, (8, 8))
     """
-    location = path
-    directory = download(path) if isinstance(path, str) and path.startswith(HF_PREFIX) else (
-        os.path.expanduser(os.fspath(path))
-    )
+    is_handle = isinstance(path, str) and path.startswith(HF_PREFIX)
+    directory = _download(path) if is_handle else os.path.expanduser(os.fspath(path))
     config_path = os.path.join(directory, CONFIG_FILE)
     config = read_json(config_path) if os.path.isfile(config_path) else None
     shapes, read = ({}, None) if config is None else _weights(directory)
     return CheckpointSource(
         format="huggingface",
-        location=str(location),
+        location=str(path),
         backbone_config=None if config is None else backbone_config(config, config_path),
         tokenizer_config=tokenizer_config(directory),
         shapes=shapes,
@@ -146,14 +158,7 @@ def open_huggingface(path):
 
 def backbone_config(config, location):
     """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict
-    (defaults as `transformers.BertConfig`), every field mapped exactly.
-
-    Args:
-        config: dict. The contents of `config.json`.
-        location: str. The file, for error messages.
-
-    Returns:
-        A dict of `kzoo.BertBackbone` arguments.
+    (defaults as `transformers.BertConfig`); `location` names the file in errors.
 
     Example:
 
@@ -165,16 +170,14 @@ def backbone_config(config, location):
     ValueError: x has model_type 'roberta': kzoo loads Hugging Face checkpoints with model_type in ['bert'].
     """
     model_type = config.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type != "bert":
         raise ValueError(
             f"{location} has model_type {model_type!r}: kzoo loads Hugging Face checkpoints with "
-            f"model_type in {list(SUPPORTED_MODEL_TYPES)}."
+            "model_type in ['bert']."
         )
     activation = config.get("hidden_act", "gelu")
     if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"{location} has hidden_act {activation!r}; kzoo's BERT supports {sorted(ACTIVATIONS)}."
-        )
+        raise ValueError(f"{location} has hidden_act {activation!r}; kzoo's BERT supports {sorted(ACTIVATIONS)}.")
     position_type = config.get("position_embedding_type", "absolute")
     if position_type != "absolute" or config.get("is_decoder"):
         raise ValueError(
@@ -183,23 +186,19 @@ def backbone_config(config, location):
             "the paper's encoder with absolute learned positions."
         )
     return {
-        "vocabulary_size": config["vocab_size"],
-        "num_layers": config.get("num_hidden_layers", 12),
-        "num_heads": config.get("num_attention_heads", 12),
-        "hidden_dim": config.get("hidden_size", 768),
-        "intermediate_dim": config.get("intermediate_size", 3072),
-        "dropout": config.get("hidden_dropout_prob", 0.1),
+        "vocabulary_size": config["vocab_size"], "num_layers": config.get("num_hidden_layers", 12),
+        "num_heads": config.get("num_attention_heads", 12), "hidden_dim": config.get("hidden_size", 768),
+        "intermediate_dim": config.get("intermediate_size", 3072), "dropout": config.get("hidden_dropout_prob", 0.1),
         "max_sequence_length": config.get("max_position_embeddings", 512),
-        "num_segments": config.get("type_vocab_size", 2),
-        "activation": ACTIVATIONS[activation],
+        "num_segments": config.get("type_vocab_size", 2), "activation": ACTIVATIONS[activation],
         "layer_norm_epsilon": config.get("layer_norm_eps", 1e-12),
     }
 
 
 def _head_config(config):
-    """Task arguments a fine-tuned checkpoint fixes: its number of labels and
-    their names from `id2label` (none when they are all transformers'
-    `LABEL_i`), as `class_names` and as `tags`: a task takes the one it has."""
+    """A fine-tuned checkpoint's number of labels and their names (none when
+    all are transformers' `LABEL_i`), as `class_names` and `tags`: a task
+    takes the one it has."""
     labels = config.get("id2label")
     if not labels:
         return {}
@@ -210,13 +209,7 @@ def _head_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
-    `tokenizer_config.json` (`do_lower_case`, `strip_accents`), or None.
-
-    Args:
-        directory: str. The checkpoint directory.
-
-    Returns:
-        A dict of `kzoo.BertTokenizer` arguments, or None without a vocabulary.
+    `tokenizer_config.json`, or None without a vocabulary.
 
     Example:
 
@@ -229,10 +222,8 @@ def tokenizer_config(directory):
     >>> config["vocabulary"], config["lowercase"]
     (['[PAD]', '[UNK]', 'hi'], False)
     """
-    settings = {}
     config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
-    if os.path.isfile(config_path):
-        settings = read_json(config_path)
+    settings = read_json(config_path) if os.path.isfile(config_path) else {}
     fast_path = os.path.join(directory, TOKENIZER_FILE)
     fast = read_json(fast_path) if os.path.isfile(fast_path) else {}
     normalizer = fast.get("normalizer") or {}
@@ -244,31 +235,26 @@ def tokenizer_config(directory):
         vocabulary = sorted(pieces, key=pieces.get)
         if [pieces[token] for token in vocabulary] != list(range(len(vocabulary))):
             raise ValueError(f"{fast_path!r} has a vocabulary with gaps or repeated ids. Copy it again.")
-    lowercase = settings.get("do_lower_case", normalizer.get("lowercase", True))
     return {
         "vocabulary": vocabulary,
-        "lowercase": lowercase,
+        "lowercase": settings.get("do_lower_case", normalizer.get("lowercase", True)),
         "strip_accents": settings.get("strip_accents", normalizer.get("strip_accents")),
         "unknown_token": settings.get("unk_token", "[UNK]"),
     }
 
 
 def _normalized(name):
-    """A tensor name as the table in `kzoo.checkpoints.bert_weights` writes it."""
+    """A tensor name as the weight table writes it."""
     name = name[len("bert."):] if name.startswith("bert.") else name
-    if "LayerNorm." in name:
-        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-    return name
+    return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
 
 
 def _weights(directory):
     """(shapes, read) for model.safetensors or else pytorch_model.bin."""
-    safetensors_path = os.path.join(directory, SAFETENSORS_FILE)
-    pytorch_path = os.path.join(directory, PYTORCH_FILE)
-    if os.path.isfile(safetensors_path):
-        return _safetensors(safetensors_path)
-    if os.path.isfile(pytorch_path):
-        return _pytorch(pytorch_path)
+    if os.path.isfile(os.path.join(directory, SAFETENSORS_FILE)):
+        return _safetensors(os.path.join(directory, SAFETENSORS_FILE))
+    if os.path.isfile(os.path.join(directory, PYTORCH_FILE)):
+        return _pytorch(os.path.join(directory, PYTORCH_FILE))
     raise ValueError(
         f"{directory!r} has a config.json but no weights: kzoo reads {SAFETENSORS_FILE} or "
         f"{PYTORCH_FILE} (sharded checkpoints are not supported). Download the weights file too."
@@ -276,24 +262,10 @@ def _weights(directory):
 
 
 def _safetensors(path):
-    """The header checked against the file's length (a truncated download is
-    caught here, before any tensor is read), then the tensors by name."""
-    header = _safetensors_header(path)
-    names = {_normalized(name): name for name in header if name != "__metadata__"}
-    shapes = {name: tuple(header[original]["shape"]) for name, original in names.items()}
-
-    def read(name):
-        with safetensors.safe_open(path, framework="np") as f:
-            return f.get_tensor(names[name])
-
-    return shapes, read
-
-
-def _safetensors_header(path):
+    """The header checked against the file's length first, so a truncated
+    download fails before any tensor is read."""
     size = os.path.getsize(path)
-    truncated = (
-        f"{path!r} is truncated or corrupt (an interrupted download or copy?): download it again."
-    )
+    truncated = f"{path!r} is truncated or corrupt (an interrupted download or copy?): download it again."
     with open(path, "rb") as f:
         prefix = f.read(8)
         header_size = int.from_bytes(prefix, "little") if len(prefix) == 8 else size
@@ -303,14 +275,21 @@ def _safetensors_header(path):
             header = json.loads(f.read(header_size))
         except ValueError as error:
             raise ValueError(f"{truncated} Its header is not JSON ({error}).") from error
-    end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
+    header.pop("__metadata__", None)
+    end = max((entry["data_offsets"][1] for entry in header.values()), default=0)
     if 8 + header_size + end != size:
         raise ValueError(f"{truncated} Its header describes {8 + header_size + end} bytes, the file has {size}.")
-    return header
+    names = {_normalized(name): name for name in header}
+
+    def read(name):
+        with safetensors.safe_open(path, framework="np") as f:
+            return f.get_tensor(names[name])
+
+    return {name: tuple(header[original]["shape"]) for name, original in names.items()}, read
 
 
 def _pytorch(path):
-    """pytorch_model.bin through `torch.load(weights_only=True)` (no code runs)."""
+    """pytorch_model.bin through `torch.load(weights_only=True)`: no code runs."""
     try:
         import torch  # noqa: PLC0415 (optional and heavy: only pytorch_model.bin files need it)
     except ImportError as error:
@@ -321,27 +300,127 @@ def _pytorch(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # refused code, truncated zip archives, unpickling errors
-        refused = _refused_global(error)
-        if refused is not None:
+        found = isinstance(error, pickle.UnpicklingError) and re.search(
+            r"GLOBAL (\S+)|allowlisted via `add_safe_globals`(?: but got|, but got) (.+?)$", str(error), re.M
+        )
+        if found:
             raise ValueError(
                 f"Refused to read {path!r} as unsafe: besides tensors, its pickle calls or builds "
-                f"{refused}, which could run code, so nothing in it was run. If you trust where the "
-                "file comes from, convert it to model.safetensors, e.g. with transformers: "
-                "`transformers.AutoModel.from_pretrained(d).save_pretrained(d, safe_serialization=True)` "
-                "for its directory d (then delete pytorch_model.bin), and load the directory again."
+                f"{(found.group(1) or found.group(2)).rstrip('.')}, which could run code, so nothing in it "
+                "was run. If you trust where the file comes from, convert it to model.safetensors, e.g. with "
+                "transformers: `transformers.AutoModel.from_pretrained(d).save_pretrained(d, "
+                "safe_serialization=True)` for its directory d (then delete pytorch_model.bin), and load the "
+                "directory again."
             ) from error
         raise ValueError(
             f"Cannot read {path!r} ({type(error).__name__}: {str(error)[:200]}): it is truncated "
             "or corrupt (an interrupted download or copy?). Download it again."
         ) from error
-    arrays = {_normalized(name): tensor.float().numpy() for name, tensor in state.items() if tensor.is_floating_point()}
+    arrays = {_normalized(name): t.float().numpy() for name, t in state.items() if t.is_floating_point()}
     return {name: tuple(array.shape) for name, array in arrays.items()}, arrays.__getitem__
 
 
-def _refused_global(error):
-    """What `torch.load(weights_only=True)` refused to call or build (e.g.
-    "posix.system"), or None when `error` is not such a refusal (a damaged file)."""
-    if not isinstance(error, pickle.UnpicklingError):
-        return None
-    found = re.search(r"GLOBAL (\S+)|allowlisted via `add_safe_globals`(?: but got|, but got) (.+?)$", str(error), re.M)
-    return None if found is None else (found.group(1) or found.group(2)).rstrip(".")
+# === Writing ===
+
+
+def save(model, path, tokenizer=None, progress=False):
+    """Writes `model` (a `kzoo.BertBackbone` or BERT task) as a Hugging Face
+    directory that `transformers` loads with the class of the same heads
+    (`BertForPreTraining` for a `kzoo.BertPretrainer`, ...).
+
+    Args:
+        model: keras.Model. A `kzoo.BertBackbone` or a kzoo BERT task.
+        path: str or os.PathLike. A new or empty directory, or an earlier export.
+        tokenizer: kzoo.BertTokenizer. Written as `vocab.txt`. Defaults to
+            `None`: the model's own, if any.
+        progress: bool. Show a progress bar over the tensors. Defaults to `False`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> save(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                   intermediate_dim=16), path)
+    >>> sorted(os.listdir(path))
+    ['config.json', 'model.safetensors']
+    """
+    found = task_for(type(model))
+    if found is None:
+        raise ValueError(
+            f"Hugging Face export writes BERT models (BertBackbone and the BERT tasks); got a "
+            f"{type(model).__name__}. Save it with save_to_preset(path) (format='kzoo')."
+        )
+    if any(layer.quantization_mode for layer in model._flatten_layers()):
+        raise ValueError(
+            f"This {type(model).__name__} is quantized to int8, which Hugging Face's BERT checkpoints do "
+            "not hold. Export the float model (e.g. reload it from the preset it was quantized from) and "
+            "quantize after loading."
+        )
+    name, task = found
+    backbone = model if name == "BertBackbone" else model.backbone
+    tokenizer = tokenizer or getattr(model, "tokenizer", None) or getattr(
+        getattr(model, "preprocessor", None), "tokenizer", None
+    )
+    variables = {variable.path: variable for variable in model.weights}
+    prefix = "" if name == "BertBackbone" else "bert."  # Hugging Face's base_model_prefix
+    rows = [(prefix, row) for row in encoder_rows(backbone.num_layers) + (POOLER if task.uses_pooler else ())]
+    rows += [("", row) for head in task.heads for row in head.rows]
+    tensors = {
+        prefix + row.huggingface: row.layout.from_kzoo(
+            keras.ops.convert_to_numpy(variables[row.kzoo]).astype("float32"), "huggingface"
+        )
+        for prefix, row in tqdm(rows, desc="Writing tensors", unit="tensor", disable=not progress)
+    }
+    directory = os.path.expanduser(os.fspath(path))
+    ours = {CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_CONFIG_FILE}
+    foreign = sorted(set(os.listdir(directory)) - ours) if os.path.isdir(directory) else []
+    if os.path.exists(directory) and not os.path.isdir(directory) or foreign:
+        raise ValueError(
+            f"Refusing to write a Hugging Face checkpoint to {directory!r}: it is a file or holds "
+            f"{foreign[:5]}. Export into a new or empty directory."
+        )
+    config = _config_from(model, backbone, task, tokenizer)
+    with atomic.replacing_directory(directory) as scratch:  # an earlier export's tokenizer files are dropped
+        with open(os.path.join(scratch, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        safetensors.numpy.save_file(tensors, os.path.join(scratch, SAFETENSORS_FILE), metadata={"format": "pt"})
+        if tokenizer is not None:
+            _write_tokenizer(tokenizer, scratch, config["max_position_embeddings"])
+
+
+def _config_from(model, backbone, task, tokenizer):
+    """The Hugging Face `config.json` of a kzoo model (the inverse of
+    `backbone_config`), with `id2label` for a model with `num_classes`."""
+    config = {
+        "architectures": [task.hf_architecture], "model_type": "bert", "vocab_size": backbone.vocabulary_size,
+        "hidden_size": backbone.hidden_dim, "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads, "intermediate_size": backbone.intermediate_dim,
+        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation], "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout, "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": backbone.num_segments, "layer_norm_eps": backbone.layer_norm_epsilon,
+        "initializer_range": 0.02, "pad_token_id": tokenizer.pad_token_id if tokenizer is not None else 0,
+        "position_embedding_type": "absolute", "dtype": "float32",
+    }
+    num_classes = getattr(model, "num_classes", None)
+    if num_classes is not None:
+        names = getattr(model, "class_names", None) or getattr(model, "tags", None)
+        names = names or [f"LABEL_{i}" for i in range(num_classes)]  # transformers' defaults
+        config["id2label"] = dict(enumerate(names))
+        config["label2id"] = {name: i for i, name in enumerate(names)}
+        if num_classes == 1:
+            config["problem_type"] = "regression"
+    return config
+
+
+def _write_tokenizer(tokenizer, directory, max_length):
+    with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
+    settings = {
+        "tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
+        "strip_accents": tokenizer.strip_accents, "tokenize_chinese_chars": True,
+        "unk_token": tokenizer.unknown_token, "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+        "mask_token": "[MASK]", "model_max_length": max_length,
+    }
+    with open(os.path.join(directory, TOKENIZER_CONFIG_FILE), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2)

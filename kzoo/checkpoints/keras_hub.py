@@ -1,44 +1,44 @@
-"""KerasHub BERT preset directories, as `keras_hub.models.BertBackbone.save_to_preset` writes them.
+"""KerasHub BERT presets: directories as `keras_hub.models.BertBackbone.save_to_preset`
+writes them, and `kaggle://` handles (KerasHub's presets on Kaggle Models).
 
-The file layout is the one kzoo's own presets use (`config.json`,
-`model.weights.h5`, `tokenizer.json`, `assets/tokenizer/vocabulary.txt`), but
-the classes, config fields and variable names are KerasHub's; its
-`config.json` names `keras_hub>BertBackbone`. KerasHub's own loader reads the
-weights (its `.weights.h5` paths follow its class structure), and
-the table in `kzoo.checkpoints.bert_weights` maps its variable paths to kzoo's.
-`kaggle://` handles (KerasHub's presets on Kaggle Models) are fetched with
-kagglehub into its cache and read as the directory they are
-(`kzoo.checkpoints.kaggle`).
+The layout is kzoo's own (`config.json`, `model.weights.h5`, `tokenizer.json`,
+`assets/tokenizer/vocabulary.txt`), but `config.json` names
+`keras_hub>BertBackbone`; KerasHub's own loader reads the weights, and the
+table in `kzoo.checkpoints.bert_weights` maps its variable paths to kzoo's.
+KerasHub's encoder uses the tanh-approximate GELU with LayerNorm epsilon
+1e-12, and its uncased tokenizer keeps accents unless `strip_accents` is saved
+(pass `strip_accents=True` for the original BERT's behaviour); its NFKC
+case-folding is not reproduced.
 
-Faithful to KerasHub: its encoder uses the tanh-approximate GELU (kzoo's
-`"gelu_approximate"`) with LayerNorm epsilon 1e-12, and its uncased tokenizer
-lower-cases without stripping accents unless `strip_accents` is saved (pass
-`strip_accents=True` to `kzoo.BertTokenizer.from_preset` for the original
-BERT's behaviour). KerasHub also case-folds with NFKC, which kzoo does not
-reproduce (e.g. "ﬁ" stays one character).
+`kaggle://<owner>/<model>/<framework>/<variation>[/<version>]` is fetched once
+with `kagglehub.model_download` into kagglehub's cache (`$KAGGLEHUB_CACHE`,
+else `~/.cache/kagglehub`) and read as the directory it is. Offline first: a
+versioned handle that the cache holds completely (downloaded whole, as kzoo
+does, or file by file, as KerasHub's `from_preset` does) needs no network. A
+handle without a version asks Kaggle for the latest each time.
 """
 
+import importlib
 import os
 
 import keras
 
-from kzoo.checkpoints import kaggle
-from kzoo.checkpoints.source import CheckpointSource, main_json, read_json
+from kzoo.checkpoints.bert_weights import CheckpointSource
+from kzoo.checkpoints.huggingface import main_json, read_json, unavailable_error
 
 SUPPORTED_BACKBONES = ("keras_hub>BertBackbone",)
 SUPPORTED_TOKENIZERS = ("keras_hub>BertTokenizer",)
 VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
+KAGGLE_PREFIX = "kaggle://"
+# A KerasHub BERT preset's files that kzoo reads: a version KerasHub cached
+# file by file is complete when kagglehub marks each of them complete.
+PRESET_FILES = ("config.json", "model.weights.h5", "tokenizer.json", VOCABULARY_ASSET)
+EXAMPLE = "kaggle://keras/bert/keras/bert_tiny_en_uncased/2"
 
 
 def detect(path):
     """Whether `path` is a KerasHub preset: a `kaggle://` handle, or a
     directory whose `config.json` (or `tokenizer.json`) names a `keras_hub` class.
-
-    Args:
-        path: str or os.PathLike. What `from_preset` was given.
-
-    Returns:
-        True for a KerasHub preset.
 
     Example:
 
@@ -46,22 +46,14 @@ def detect(path):
     >>> detect(tempfile.mkdtemp()), detect("kaggle://keras/bert/keras/bert_tiny_en_uncased/2")
     (False, True)
     """
-    if kaggle.is_handle(path):
+    if is_handle(path):
         return True
     config = main_json(path) or {}
     return str(config.get("registered_name") or config.get("module") or "").startswith("keras_hub")
 
 
-def open_keras_hub(path):
-    """Opens a KerasHub BERT preset directory or `kaggle://` handle (fetched
-    first, or found in kagglehub's cache: see `kzoo.checkpoints.kaggle`).
-
-    Args:
-        path: str or os.PathLike. The preset directory, or
-            `kaggle://owner/model/framework/variation[/version]`.
-
-    Returns:
-        A `CheckpointSource` of format "keras_hub".
+def open_checkpoint(path):
+    """Opens a KerasHub BERT preset directory or `kaggle://` handle as a `CheckpointSource`.
 
     Example:
 
@@ -69,23 +61,23 @@ def open_keras_hub(path):
     >>> path = tempfile.mkdtemp()
     >>> keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2,
     ...     hidden_dim=8, intermediate_dim=16, max_sequence_length=16).save_to_preset(path)
-    >>> source = open_keras_hub(path)
+    >>> source = open_checkpoint(path)
     >>> source.backbone_config["activation"], source.shapes["transformer_layer_0/self_attention_layer/query/kernel"]
     ('gelu_approximate', (8, 2, 4))
     """
-    directory = kaggle.download(path) if kaggle.is_handle(path) else os.path.expanduser(os.fspath(path))
-    if kaggle.is_handle(path) and not detect(directory):
+    directory = download(path) if is_handle(path) else os.path.expanduser(os.fspath(path))
+    if is_handle(path) and not detect(directory):
         raise ValueError(
             f"{path!r} (downloaded to {directory!r}) is not a KerasHub preset: no config.json or "
             "tokenizer.json naming a keras_hub class. kzoo reads KerasHub's BERT presets, e.g. "
-            f"{kaggle.EXAMPLE}."
+            f"{EXAMPLE}."
         )
     config_path = os.path.join(directory, "config.json")
     config = read_json(config_path) if os.path.isfile(config_path) else None
     arrays = {} if config is None else _weights(directory, config, config_path)
     return CheckpointSource(
         format="keras_hub",
-        location=path if kaggle.is_handle(path) else directory,
+        location=path if is_handle(path) else directory,
         backbone_config=None if config is None else backbone_config(config["config"]),
         tokenizer_config=tokenizer_config(directory),
         shapes={name: tuple(array.shape) for name, array in arrays.items()},
@@ -94,13 +86,7 @@ def open_keras_hub(path):
 
 
 def backbone_config(config):
-    """`kzoo.BertBackbone` arguments from KerasHub's `BertBackbone` config.
-
-    Args:
-        config: dict. The `config` of KerasHub's `config.json`.
-
-    Returns:
-        A dict of `kzoo.BertBackbone` arguments.
+    """`kzoo.BertBackbone` arguments from the `config` of KerasHub's `config.json`.
 
     Example:
 
@@ -120,13 +106,7 @@ def backbone_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
-    (KerasHub keeps accents by default).
-
-    Args:
-        directory: str. The preset directory.
-
-    Returns:
-        A dict of `kzoo.BertTokenizer` arguments, or None without `tokenizer.json`.
+    without one (KerasHub keeps accents by default).
 
     Example:
 
@@ -177,3 +157,129 @@ def _check_class(saved, supported, path):
     name = saved.get("registered_name") or saved.get("class_name")
     if name not in supported:
         raise ValueError(f"{path!r} holds a KerasHub {name!r}; kzoo reads KerasHub's {list(supported)}.")
+
+
+# === kaggle:// handles ===
+
+
+def is_handle(path):
+    """Whether `path` is a `kaggle://` handle.
+
+    """
+    return isinstance(path, str) and path.startswith(KAGGLE_PREFIX)
+
+
+def parse_handle(handle):
+    """`(owner/model/framework/variation, version or None)` of a `kaggle://`
+    handle, checked as KerasHub and kagglehub check it.
+
+    Example:
+
+    >>> parse_handle("kaggle://keras/bert/keras/bert_tiny_en_uncased/2")
+    ('keras/bert/keras/bert_tiny_en_uncased', 2)
+    >>> parse_handle("kaggle://keras/bert")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'kaggle://keras/bert' is not a Kaggle model handle: write kaggle://<owner>/<model>/<framework>/<variation>/<version>, e.g. kaggle://keras/bert/keras/bert_tiny_en_uncased/2 (the version may be left out: the latest, which needs the network).
+    """
+    parts = handle[len(KAGGLE_PREFIX):].strip("/").split("/")
+    version = parts[4] if len(parts) == 5 else None
+    if len(parts) not in (4, 5) or not all(parts) or not (version is None or (version.isdigit() and int(version) > 0)):
+        raise ValueError(
+            f"{handle!r} is not a Kaggle model handle: write kaggle://<owner>/<model>/<framework>/"
+            f"<variation>/<version>, e.g. {EXAMPLE} (the version may be left out: the latest, which "
+            "needs the network)."
+        )
+    return "/".join(parts[:4]), None if version is None else int(version)
+
+
+def kagglehub_cache():
+    """kagglehub's cache directory, read at each call as kagglehub reads it."""
+    return _kagglehub("config").get_cache_folder()
+
+
+def download(handle):
+    """The local directory of a `kaggle://` handle: kagglehub's cached copy
+    when complete (no network), else downloaded with `kagglehub.model_download`.
+
+    Example (a preset in kagglehub's cache, as a download leaves it):
+
+    >>> import os, tempfile, keras_hub
+    >>> os.environ["KAGGLEHUB_CACHE"] = cache = tempfile.mkdtemp()
+    >>> folder = os.path.join(cache, "models", "me", "bert", "keras", "tiny")
+    >>> keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8,
+    ...     intermediate_dim=16).save_to_preset(os.path.join(folder, "1"))
+    >>> open(os.path.join(folder, "1.complete"), "w").close()  # kagglehub's mark of a complete download
+    >>> download("kaggle://me/bert/keras/tiny/1") == os.path.join(folder, "1")  # no network
+    True
+    >>> del os.environ["KAGGLEHUB_CACHE"]
+    """
+    model, version = parse_handle(handle)
+    kagglehub = _kagglehub()
+    try:
+        if version is not None and _cached_layout(model, version) == "files":  # as KerasHub left them
+            paths = [kagglehub.model_download(f"{model}/{version}", name) for name in PRESET_FILES]
+            return os.path.dirname(paths[0])
+        # The whole version: from the cache when complete there, else downloaded once.
+        return kagglehub.model_download(model if version is None else f"{model}/{version}")
+    except Exception as error:  # no network, unknown handle, a gated model: the message names the cause
+        reason = f"the download failed ({type(error).__name__}: {str(error)[:200]})"
+        raise _unavailable(handle, model, version, reason) from error
+
+
+def cached_versions(model):
+    """The versions of `model` (`owner/model/framework/variation`) that
+    kagglehub's cache holds completely, sorted."""
+    folder = os.path.join(kagglehub_cache(), "models", *model.split("/"))
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_layout(model, int(n)) is not None)
+
+
+def _cached_layout(model, version):
+    """How kagglehub's cache holds `model/version` completely: "bundle" (the
+    whole version, as `model_download(handle)` leaves it), "files" (each of
+    `PRESET_FILES`, as KerasHub's `from_preset` leaves them) or None (not
+    completely). Asks kagglehub's own cache code, never the network."""
+    cache_module, handle_module = _kagglehub("cache"), _kagglehub("handle")
+    try:
+        cache, parsed = cache_module.Cache(), handle_module.parse_model_handle(f"{model}/{version}")
+        if cache.load_from_cache(parsed):
+            return "bundle"
+        return "files" if all(cache.load_from_cache(parsed, name) for name in PRESET_FILES) else None
+    except Exception:  # another kagglehub's cache API: let model_download look
+        return None
+
+
+def _unavailable(handle, model, version, reason):
+    """The error for a handle that is neither cached nor downloadable."""
+    cache = kagglehub_cache()
+    folder = os.path.join("models", *model.split("/"))
+    versioned = f"{model}/{version}" if version is not None else model
+    ways_out = [
+        f"on a machine with a network, run `python -c \"import kagglehub; print(kagglehub.model_download("
+        f"'{versioned}'))\"`, then copy the folder {folder} of that machine's kagglehub cache (it holds the "
+        f"version folder and its <version>.complete marker) to {os.path.join(cache, folder)} here (or point "
+        "KAGGLEHUB_CACHE at a copy of that cache)",
+        "or put the preset's files (config.json, model.weights.h5, tokenizer.json, assets/) in a directory "
+        "and pass that directory to from_preset",
+    ]
+    if version is None:
+        cached = cached_versions(model)
+        reason = f"it names no version, which only Kaggle can resolve to the latest one; {reason}"
+        ways_out.insert(0, "write the version: " + (
+            " or ".join(f"{KAGGLE_PREFIX}{model}/{v}" for v in cached) + " (cached here)" if cached
+            else f"{KAGGLE_PREFIX}{model}/<version> (none is cached here)"
+        ))
+    return unavailable_error(f"{handle!r} is a KerasHub preset on Kaggle Models", f"kagglehub's cache ({cache})",
+                             reason, ways_out)
+
+
+def _kagglehub(module=None):
+    """kagglehub (or one of its modules), or an `ImportError` saying what to install."""
+    try:  # comes with keras-hub, an optional dependency: imported when a handle needs it
+        return importlib.import_module("kagglehub" if module is None else f"kagglehub.{module}")
+    except ImportError as error:
+        raise ImportError(
+            f"kaggle:// handles are downloaded with kagglehub, which comes with KerasHub: "
+            f'pip install "kzoo[keras-hub]" (or pip install kagglehub). ({error})'
+        ) from error

@@ -41,7 +41,7 @@ from kzoo.data.masked_lm import default_max_predictions
 from kzoo.data.pretraining_dataset import _check_rates, _packed_examples, _vocabulary_roles, masked_batches
 from kzoo.data.pretraining_tfrecords import serialized_batches
 from kzoo.data.sentence_pairs import check_sequence_length, sentence_pair_spans, tokenize_documents
-from kzoo.presets.atomic import replacing_file
+from kzoo.atomic import replacing_file
 
 OPTIONS_FILE = "pretraining_shards.json"  # the options the shards were written with
 BATCH_SIZE = 256  # examples masked per call inside a window (no effect on the statistics)

@@ -35,7 +35,7 @@ from kzoo.data.padding_ladder import length_ladder
 from kzoo.export import onnx_tracing
 from kzoo.export.onnx_tracing import InputSpec
 from kzoo.models import label_names
-from kzoo.presets import atomic
+from kzoo import atomic
 
 MODEL_FILE = "model.onnx"
 VOCABULARY_FILE = "vocabulary.txt"

@@ -18,7 +18,7 @@ saved to a temporary preset directory and exported by a new process on the
 TensorFlow backend (`kzoo.export.tensorflow_worker`): the same weights, so
 the same numbers, without the user switching backends. Either way the
 SavedModel is written beside `path` and renamed into place
-(`kzoo.presets.atomic`), replacing an earlier SavedModel there.
+(`kzoo.atomic`), replacing an earlier SavedModel there.
 """
 
 import inspect
@@ -32,7 +32,7 @@ import keras
 
 from kzoo.export.answer_spans import serve_answers
 from kzoo.export.serving import serve_classes, serve_features, serve_tags, serve_translations
-from kzoo.presets import atomic
+from kzoo import atomic
 
 BUILDERS = {
     "BertClassifier": serve_classes,

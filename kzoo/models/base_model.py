@@ -20,7 +20,7 @@ from kzoo import backend
 from kzoo.models import batch_checks, quantization, serialization
 from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream, split_off
 from kzoo.models.input_checks import check_int
-from kzoo.presets import atomic
+from kzoo import atomic
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 

@@ -1,72 +1,241 @@
-"""Presets: the papers' configurations by name, preset directories, and the
-registry of formats `from_preset` reads and `save_to_preset` writes.
+"""Presets: the papers' configurations by name, kzoo preset directories, and
+the checkpoint formats of `kzoo.checkpoints`, behind every class's
+`from_preset(preset, **kwargs)` (`load(cls, preset, **kwargs)`) and
+`save_to_preset(path, format=...)` (`save_backbone`, `save_task`,
+`save_preprocessor`, `save_tokenizer`).
 
-Every kzoo class's `from_preset(preset, **kwargs)` is
-`kzoo.presets.load(cls, preset, **kwargs)`, and its
-`save_to_preset(path, format=...)` is `kzoo.presets.save(obj, path, format)`
-(or the `save_backbone` / `save_task` / `save_preprocessor` /
-`save_tokenizer` that check the object's role first).
-
-| module                        | what it holds                                                   |
-|-------------------------------|-----------------------------------------------------------------|
-| `kzoo.presets.entry`          | `load` and `save`: a name, a directory, or a registered format  |
-| `kzoo.presets.registry`       | `register_format`, `detect_format`, `get_format`                |
-| `kzoo.presets.builtin`        | built-in names and their JSON configs (`list_presets`, ...)     |
-| `kzoo.presets.names`          | loading a name: released weights, or the architecture           |
-| `kzoo.presets.sources`        | where released weights come from; fetching, unpacking, caches   |
-| `kzoo.presets.directory`      | a preset directory's file names, and reading its JSON           |
-| `kzoo.presets.writing`        | writing preset directories (format "kzoo")                      |
-| `kzoo.presets.reading`        | reading preset directories (format "kzoo")                      |
-| `kzoo.presets.weights`        | weights files: saved without optimizer state, shapes checked    |
-| `kzoo.presets.arguments`      | constructor arguments: a task's, its backbone's, overrides      |
-
-This package imports no model and no checkpoint format: the formats in
-`kzoo.checkpoints` register themselves when `kzoo` is imported, and a
-preset's released weights are handed to whichever format reads them.
+`kzoo.presets.builtin` holds the built-in names, `kzoo.presets.released`
+where their weights come from, `kzoo.presets.directory` kzoo's own preset
+directories. This package imports
+no model: classes come from the caller, or from Keras's registered objects.
 """
 
-from kzoo.presets.arguments import override_config, pop_backbone_kwargs, takes_argument
-from kzoo.presets.builtin import PresetInfo, build_from_preset, get_preset, list_presets, print_presets
-from kzoo.presets.entry import (
-    load,
-    save,
-    save_backbone,
-    save_preprocessor,
-    save_task,
-    save_tokenizer,
-)
-from kzoo.presets.reading import load_directory, load_task, saved_task_config
-from kzoo.presets.sources import cache_directory
-from kzoo.presets.registry import (
-    detect_format,
-    format_names,
-    get_format,
-    register_format,
-    unregister_format,
-)
+import os
+
+import keras
+
+from kzoo import atomic, checkpoints
+from kzoo.checkpoints import huggingface
+from kzoo.presets import directory
+from kzoo.presets.builtin import PresetInfo, get_preset, is_builtin_name, list_presets, load_name, print_presets
+from kzoo.presets.released import cache_directory
+from kzoo.presets.directory import saved_task_config
+
+SAVE_FORMATS = ("kzoo", "huggingface")
+
+
+def detect_format(path):
+    """The format `from_preset` reads `path` in: a checkpoint format of
+    `kzoo.checkpoints`, else "kzoo" (a kzoo preset directory, whose loader
+    reports a path that is none).
+
+    Example:
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...              intermediate_dim=16).save_to_preset(path)
+    >>> detect_format(path), detect_format("hf://google-bert/bert-base-uncased")
+    ('kzoo', 'huggingface')
+    """
+    return checkpoints.detect(path) or "kzoo"
+
+
+def load(cls, preset, /, load_weights=True, **kwargs):
+    """A `cls` from a built-in preset name, a kzoo preset directory, or a
+    checkpoint of another format (Hugging Face directory or `hf://owner/name`,
+    google-research directory or .zip, KerasHub directory or `kaggle://`
+    handle), converted on the fly.
+
+    A name is looked up first (write `./bert_tiny` for a directory of that
+    name); see `kzoo.presets.builtin.load_name`. A task class gets the saved
+    task, or the saved backbone with a fresh head.
+
+    Args:
+        cls: type. The kzoo class asked for.
+        preset: str or os.PathLike. A built-in name, or a path.
+        load_weights: bool. For a name: `False` builds its architecture with
+            random weights, without a warning or the network. A path always
+            loads its weights. Defaults to `True`.
+        **kwargs: the class's arguments, or overrides of the saved config.
+
+    Example:
+
+    >>> from kzoo import BertBackbone
+    >>> load(BertBackbone, "bert_tiny", load_weights=False).hidden_dim  # no download
+    128
+    >>> load(BertBackbone, "bert_tinny")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown preset 'bert_tinny'. Did you mean: 'bert_tiny'... It is not a directory either: a preset directory must contain config.json (write one with `save_to_preset`).
+    """
+    if not isinstance(load_weights, bool):
+        raise ValueError(f"load_weights is True or False; got {load_weights!r}.")
+    if is_builtin_name(preset):
+        return load_name(cls, preset, load_weights, **kwargs)
+    if not load_weights:
+        raise ValueError(
+            f"load_weights=False builds a built-in preset name's architecture with random weights; "
+            f"{preset!r} is a path, whose weights are part of it. Load it as it is, or build "
+            f"kzoo.{cls.__name__}(...) from its arguments for random weights."
+        )
+    atomic.recover(preset)  # a directory whose save was killed between its two renames
+    if checkpoints.detect(preset):
+        return checkpoints.load(cls, preset, **kwargs)
+    return directory.load_directory(cls, preset, **kwargs)
+
+
+def save(obj, path, format="kzoo"):
+    """Writes a backbone, task, preprocessor or tokenizer: "kzoo" is a preset
+    directory in KerasHub's layout with every part `obj` holds,
+    "huggingface" a BERT directory `transformers` reads.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> save(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                   intermediate_dim=16), path, format="huggingface")
+    >>> sorted(os.listdir(path))
+    ['config.json', 'model.safetensors']
+    """
+    if format == "kzoo":
+        directory.save_directory(obj, path)
+    elif format == "huggingface":
+        huggingface.save(obj, path)
+    else:
+        raise ValueError(f"Unknown preset format {format!r}: save_to_preset writes {list(SAVE_FORMATS)}.")
+
+
+def save_backbone(backbone, path, format="kzoo"):
+    """`save` for a backbone (a `keras.Model` without a `backbone`).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone
+    >>> path = tempfile.mkdtemp()
+    >>> save_backbone(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                            intermediate_dim=16), path)
+    >>> sorted(os.listdir(path))
+    ['config.json', 'metadata.json', 'model.weights.h5']
+    """
+    _save_as("backbone", backbone, path, format)
+
+
+def save_task(task, path, format="kzoo"):
+    """`save` for a task: a `keras.Model` whose `backbone` is a `keras.Model`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from kzoo import BertBackbone
+    >>> save_task(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                        intermediate_dim=16), tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    ValueError: save_task saves a keras.Model with a `backbone` attribute (a keras.Model); got a BertBackbone whose backbone is NoneType. Save a bare backbone with `save_backbone`.
+    """
+    _save_as("task", task, path, format)
+
+
+def save_preprocessor(preprocessor, path, format="kzoo"):
+    """`save` for a preprocessor (an object with a `tokenizer`), its tokenizer included.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertPreprocessor, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> path = tempfile.mkdtemp()
+    >>> save_preprocessor(BertPreprocessor(tokenizer, sequence_length=8), path)
+    >>> sorted(os.listdir(path))
+    ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
+    """
+    _save_as("preprocessor", preprocessor, path, format)
+
+
+def save_tokenizer(tokenizer, path, format="kzoo"):
+    """`save` for a tokenizer: its JSON, and its vocabulary as an asset.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertTokenizer
+    >>> path = tempfile.mkdtemp()
+    >>> save_tokenizer(BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]), path)
+    >>> os.listdir(os.path.join(path, "assets", "tokenizer"))
+    ['vocabulary.txt']
+    """
+    _save_as("tokenizer", tokenizer, path, format)
+
+
+def _save_as(role, obj, path, format):
+    found = directory.role_of(obj)
+    if found != role:
+        if role == "task":
+            raise ValueError(
+                f"save_task saves a keras.Model with a `backbone` attribute (a keras.Model); "
+                f"got a {type(obj).__name__} whose backbone is {type(getattr(obj, 'backbone', None)).__name__}. "
+                "Save a bare backbone with `save_backbone`."
+            )
+        raise ValueError(
+            f"save_{role} saves a {role}; got a {type(obj).__name__}, which is a {found}. "
+            f"Save it with `save_{found}` (or `save`, which tells them apart)."
+        )
+    save(obj, path, format)
+
+
+def convert(source, destination, format="kzoo", progress=True):
+    """Converts a BERT checkpoint of any format `from_preset` reads into a kzoo
+    preset directory or a Hugging Face directory, heads and tokenizer
+    included (a `BertForPreTraining` checkpoint becomes a `kzoo.BertPretrainer`);
+    what `kzoo convert` runs. The destination is written atomically.
+
+    Args:
+        source: str or os.PathLike. A checkpoint directory, .zip or handle.
+        destination: str or os.PathLike. A new or empty directory.
+        format: str. "kzoo" or "huggingface". Defaults to `"kzoo"`.
+        progress: bool. Show progress bars over the tensors. Defaults to `True`.
+
+    Returns:
+        The kzoo model the conversion went through.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone, BertPretrainer
+    >>> source = tempfile.mkdtemp()
+    >>> BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...     hidden_dim=8, intermediate_dim=16)).save_to_preset(source)
+    >>> exported = os.path.join(tempfile.mkdtemp(), "hf")
+    >>> type(convert(source, exported, format="huggingface", progress=False)).__name__
+    'BertPretrainer'
+    >>> sorted(os.listdir(exported))
+    ['config.json', 'model.safetensors']
+    """
+    if format not in SAVE_FORMATS:
+        raise ValueError(f"Unknown format {format!r}: kzoo convert writes {list(SAVE_FORMATS)}.")
+    atomic.recover(source)
+    if checkpoints.detect(source):
+        opened = checkpoints.open_source(source)
+        model = checkpoints.load_from_source(checkpoints.source_class(opened), opened, progress)
+        tokenizer = checkpoints.tokenizer_from(opened, {}) if opened.tokenizer_config is not None else None
+    else:  # a kzoo preset directory: its task, or else its backbone
+        model = directory.load_directory(keras.Model, source)
+        tokenizer_file = os.path.join(os.path.expanduser(source), directory.PART_FILES["tokenizer"])
+        tokenizer_class = keras.saving.get_registered_object("kzoo>BertTokenizer")
+        tokenizer = directory.load_directory(tokenizer_class, source) if os.path.isfile(tokenizer_file) else None
+    if format == "huggingface":
+        huggingface.save(model, destination, tokenizer, progress=progress)
+    else:  # one write, so a failed conversion leaves no backbone without its tokenizer
+        directory.save_directory(model, destination, tokenizer=None if hasattr(model, "backbone") else tokenizer)
+    return model
+
 
 __all__ = [
-    "PresetInfo",
-    "build_from_preset",
-    "cache_directory",
-    "detect_format",
-    "format_names",
-    "get_format",
-    "get_preset",
-    "list_presets",
-    "load",
-    "load_directory",
-    "load_task",
-    "override_config",
-    "pop_backbone_kwargs",
-    "print_presets",
-    "register_format",
-    "save",
-    "save_backbone",
-    "save_preprocessor",
-    "save_task",
-    "save_tokenizer",
-    "saved_task_config",
-    "takes_argument",
-    "unregister_format",
+    "PresetInfo", "cache_directory", "convert", "detect_format", "get_preset", "list_presets", "load",
+    "print_presets", "save", "save_backbone", "save_preprocessor", "save_task", "save_tokenizer", "saved_task_config",
 ]

@@ -1,35 +1,35 @@
-"""Built-in presets: the papers' model configurations by name, and where
-their released weights come from.
+"""Built-in presets: the papers' model configurations by name, and their
+released weights.
 
-A built-in preset is `presets/<family>/<name>.json` in the repository,
-installed as `kzoo/_presets/<family>/<name>.json`, with the fields `name`,
-`family`, `class_name`, `description`, `paper` (the section or table it
-reproduces), `parameters` (the parameter count of a `class_name` built from
-it; a test checks it), `config` (the constructor arguments of `class_name`),
-optionally `tokenizer` (its tokenizer's class and casing) and `weights`
-(where its released weights come from, see `kzoo.presets.sources`; a preset
-without it is an architecture only). `kzoo.presets.names` loads a name.
+A built-in preset is `presets/<family>/<name>.json` in the repository
+(installed as `kzoo/_presets`), with `name`, `family`, `class_name`,
+`description`, `paper`, `parameters` (a test checks the count), `config` (the
+constructor arguments of `class_name`), optionally `tokenizer` and `weights`;
+a preset without `weights` is an architecture only (`kzoo.presets.released`
+says where the weights come from). Every check comes before anything is
+fetched or built.
 """
 
 import difflib
 import functools
 import importlib.resources
+import inspect
 import json
 import os
 import pathlib
+import warnings
 from typing import NamedTuple
 
 import keras
 
-from kzoo.presets.arguments import override_config, pop_backbone_kwargs, takes_argument
-from kzoo.presets.sources import check_weights_field, describe_weights
+from kzoo import checkpoints
+from kzoo.presets.directory import override_config, pop_backbone_kwargs, takes_argument
+from kzoo.presets.released import check_weights_field, describe_weights, weights_directory
 
 
 def _preset_files():
-    """The preset folder of the kzoo being imported: `presets/` beside the
-    package in a source tree (an editable install of another checkout maps
-    `kzoo._presets` to that checkout's folder), else the installed
-    `kzoo._presets`."""
+    """`presets/` beside the package in a source tree (an editable install of
+    another checkout maps `kzoo._presets` there), else the installed `kzoo._presets`."""
     tree = pathlib.Path(__file__).resolve().parents[2]
     if (tree / "pyproject.toml").is_file() and (tree / "presets" / "__init__.py").is_file():
         return tree / "presets"
@@ -38,34 +38,24 @@ def _preset_files():
 
 @functools.lru_cache(maxsize=None)
 def _load_all():
-    """{name: preset dict} for every JSON file of the preset folder."""
-    root = _preset_files()
+    """{name: preset dict} for every JSON file of the preset folder, checked."""
     found = {}
-    for family in sorted(root.iterdir(), key=lambda p: p.name):
-        if not family.is_dir() or family.name.startswith(("_", ".")):
-            continue
-        for entry in sorted(family.iterdir(), key=lambda p: p.name):
-            if entry.name.endswith(".json"):
-                preset = json.loads(entry.read_text(encoding="utf-8"))
-                check_weights_field(preset["name"], preset.get("weights"))
-                found[preset["name"]] = preset
+    for family in sorted(_preset_files().iterdir(), key=lambda p: p.name):
+        if family.is_dir() and not family.name.startswith(("_", ".")):
+            for entry in sorted(family.iterdir(), key=lambda p: p.name):
+                if entry.name.endswith(".json"):
+                    preset = json.loads(entry.read_text(encoding="utf-8"))
+                    check_weights_field(preset["name"], preset.get("weights"))
+                    found[preset["name"]] = preset
     return found
 
 
 class PresetInfo(NamedTuple):
     """One built-in preset as `list_presets` shows it; `str()` is one line.
 
-    Attributes:
-        description: str. What the preset is, in one line.
-        parameters: int. The parameter count of its model (a backbone
-            without any task head).
-        weights: str. Where its released weights come from, or
-            "architecture only" (random weights).
-
     Example:
 
-    >>> info = PresetInfo("A tiny model.", 1234567, "architecture only")
-    >>> print(info)
+    >>> print(PresetInfo("A tiny model.", 1234567, "architecture only"))
     1,234,567 parameters, architecture only: A tiny model.
     """
 
@@ -78,15 +68,11 @@ class PresetInfo(NamedTuple):
 
 
 def list_presets(family=None):
-    """Every built-in preset: its description, parameter count and where its
-    weights come from.
+    """Every built-in preset as `{name: PresetInfo}`, sorted by name.
 
     Args:
         family: str. A model family ("bert", "transformer") to filter on.
             Defaults to `None`, every family.
-
-    Returns:
-        A dict `{name: PresetInfo}`, sorted by name.
 
     Example:
 
@@ -106,10 +92,6 @@ def list_presets(family=None):
 def print_presets(family=None):
     """Prints `list_presets(family)` as a table: name, parameters, weights.
 
-    Args:
-        family: str. A model family ("bert", "transformer") to filter on.
-            Defaults to `None`, every family.
-
     Example:
 
     >>> print_presets("bert")
@@ -127,18 +109,7 @@ def print_presets(family=None):
 
 
 def get_preset(name):
-    """The preset dict of a built-in name.
-
-    Args:
-        name: str. A built-in preset name (see `list_presets`).
-
-    Returns:
-        A dict with `name`, `family`, `class_name`, `description`, `paper`,
-        `parameters` and `config`, and `tokenizer` and `weights` where the
-        preset has them.
-
-    Raises:
-        ValueError: an unknown name; the message lists close matches.
+    """The preset dict of a built-in name; a `ValueError` lists close names.
 
     Example:
 
@@ -152,29 +123,116 @@ def get_preset(name):
     all_presets = _load_all()
     if name not in all_presets:
         close = difflib.get_close_matches(str(name), list(all_presets), n=3, cutoff=0.6)
-        hint = (
-            "Did you mean: " + ", ".join(repr(c) for c in close) + "? "
-            if close
-            else f"Known presets: {', '.join(sorted(all_presets))}. "
-        )
-        raise ValueError(
-            f"Unknown preset {name!r}. {hint}`kzoo.list_presets()` lists all presets."
-        )
+        hint = ("Did you mean: " + ", ".join(map(repr, close)) + "? " if close
+                else f"Known presets: {', '.join(sorted(all_presets))}. ")
+        raise ValueError(f"Unknown preset {name!r}. {hint}`kzoo.list_presets()` lists all presets.")
     return all_presets[name]
 
 
+def is_builtin_name(preset):
+    """Whether `preset` is a built-in name rather than a path: an existing
+    directory, a str with a separator or starting with "." or "~", and any
+    `os.PathLike` are paths; any other unknown str is a mistyped name (a `ValueError`).
+
+    Example:
+
+    >>> is_builtin_name("bert_tiny"), is_builtin_name("./bert_tiny")
+    (True, False)
+    """
+    if isinstance(preset, str) and preset in _load_all():
+        return True
+    if isinstance(preset, os.PathLike) or (isinstance(preset, str) and (
+        os.path.isdir(os.path.expanduser(preset)) or "/" in preset or os.sep in preset
+        or preset.startswith((".", "~"))
+    )):
+        return False
+    try:
+        get_preset(preset)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} It is not a directory either: a preset directory must contain "
+            "config.json (write one with `save_to_preset`)."
+        ) from None
+
+
+def load_name(cls, name, /, load_weights=True, **kwargs):
+    """A `cls` from built-in preset `name`: its released weights (with their
+    vocabulary and casing), or its architecture with random weights (and a
+    warning when `load_weights=True` asked for weights it does not have).
+
+    With `load_weights=False` nothing is downloaded: a task gets the
+    preset's tokenizer only from files already on this machine. A task class
+    gets `cls(backbone=<the preset's backbone>, **kwargs)`, with `dtype` and
+    the backbone's config fields going to the backbone.
+
+    Example:
+
+    >>> from kzoo import BertBackbone, BertTokenizer
+    >>> load_name(BertBackbone, "bert_tiny", load_weights=False).num_layers
+    2
+    >>> load_name(BertTokenizer, "bert_l6_h768_a3")
+    Traceback (most recent call last):
+    ...
+    ValueError: Preset 'bert_l6_h768_a3' describes a BertBackbone, not a BertTokenizer: it is architecture only (no released weights or vocabulary)...
+    """
+    preset = get_preset(name)
+    released = preset.get("weights") is not None
+    expected = preset["class_name"]
+    is_task = takes_argument(cls, "backbone")
+    if issubclass(cls, keras.Model) and cls.__name__ != expected and not is_task:
+        raise ValueError(
+            f"Preset {name!r} describes a {expected}, not a {cls.__name__}. Use "
+            f"kzoo.{expected}.from_preset({name!r}) (or a task's from_preset), or pass a preset "
+            "directory written by `save_to_preset`."
+        )
+    if not issubclass(cls, keras.Model) and not released:
+        raise ValueError(
+            f"Preset {name!r} describes a {expected}, not a {cls.__name__}: it is architecture only "
+            f"(no released weights or vocabulary), so it has no {cls.__name__}. Build one from your "
+            "vocabulary, or pass a preset directory written by `save_to_preset`."
+        )
+    if is_task:  # the TypeError the constructor would raise, before anything is fetched
+        missing = [
+            p.name for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+            and p.name != "backbone" and p.name not in kwargs
+        ]
+        if missing:
+            raise TypeError(f"{cls.__name__}.__init__() missing required argument(s): {', '.join(map(repr, missing))}")
+    if cls.__name__ == expected:  # overrides named wrongly fail before any download
+        override_config(preset["config"], kwargs, name, cls.__name__, extra=("dtype", "name"))
+    if released and (load_weights or not issubclass(cls, keras.Model)):
+        return checkpoints.load(cls, weights_directory(name, preset, local_only=not load_weights), **kwargs)
+    part = next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
+    if released and is_task and part is not None and part not in kwargs and "tokenizer" in preset:
+        try:
+            directory = weights_directory(name, preset, local_only=True)
+        except ValueError:
+            directory = None
+        if directory is not None:
+            tokenizer_class = keras.saving.get_registered_object(f"kzoo>{preset['tokenizer']['class_name']}")
+            kwargs[part] = checkpoints.load(tokenizer_class, directory)
+    if not released and load_weights:
+        warnings.warn(
+            f"Preset {name!r} is architecture only: no released weights, so this {cls.__name__} "
+            "starts from random weights. Train it, or load trained weights from a preset directory "
+            "or checkpoint; from_preset(..., load_weights=False) asks for random weights without "
+            "this warning.",
+            UserWarning,
+            stacklevel=4,
+        )
+    if not is_task:
+        return build_from_preset(cls, name, **kwargs)
+    backbone_kwargs = pop_backbone_kwargs(kwargs)
+    for key in [k for k in kwargs if k in preset["config"] and not takes_argument(cls, k)]:
+        backbone_kwargs[key] = kwargs.pop(key)  # e.g. max_sequence_length=128 for a task
+    backbone_cls = keras.saving.get_registered_object(f"kzoo>{expected}")
+    return cls(backbone=build_from_preset(backbone_cls, name, **backbone_kwargs), **kwargs)
+
+
 def build_from_preset(cls, name, /, **overrides):
-    """A `cls` with the architecture of built-in preset `name`, and random
-    weights; it neither loads nor warns (`kzoo.presets.load` does both).
-
-    Args:
-        cls: type. The preset's `class_name`.
-        name: str. A built-in preset name.
-        **overrides: replace fields of the preset's config (and `dtype`,
-            `name`).
-
-    Returns:
-        A `cls`.
+    """A `cls` with the architecture of built-in preset `name` and random
+    weights, without a warning; `overrides` replace config fields (and `dtype`, `name`).
 
     Example:
 
@@ -190,81 +248,4 @@ def build_from_preset(cls, name, /, **overrides):
             f"Use kzoo.{preset['class_name']}.from_preset({name!r}) (or a task's from_preset), "
             "or pass a preset directory written by `save_to_preset`."
         )
-    config = override_config(preset["config"], overrides, name, cls.__name__, extra=("dtype", "name"))
-    return cls(**config)
-
-
-def build_with_backbone(cls, name, /, **kwargs):
-    """A `cls` from built-in preset `name`; a task class gets the preset's backbone.
-
-    A task class (one that takes a `backbone`) gets
-    `cls(backbone=<the preset's backbone>, **kwargs)`, with `dtype` and the
-    backbone's config fields (e.g. `max_sequence_length`) going to the
-    backbone. Any other class is `build_from_preset(cls, name, **kwargs)`.
-
-    Args:
-        cls: type. The class asked for.
-        name: str. A built-in preset name.
-        **kwargs: the task's arguments, or overrides of the preset's config.
-
-    Returns:
-        A `cls`, with random weights.
-
-    Example:
-
-    >>> from kzoo import BertClassifier
-    >>> model = build_with_backbone(BertClassifier, "bert_tiny", num_classes=3, max_sequence_length=64)
-    >>> model.backbone.max_sequence_length, model.num_classes
-    (64, 3)
-    """
-    if not takes_argument(cls, "backbone"):
-        return build_from_preset(cls, name, **kwargs)
-    preset = get_preset(name)
-    backbone_cls = keras.saving.get_registered_object(f"kzoo>{preset['class_name']}")
-    backbone_kwargs = pop_backbone_kwargs(kwargs)
-    for key in [k for k in kwargs if k in preset["config"] and not takes_argument(cls, k)]:
-        backbone_kwargs[key] = kwargs.pop(key)  # e.g. max_sequence_length=128 for a task
-    return cls(backbone=build_from_preset(backbone_cls, name, **backbone_kwargs), **kwargs)
-
-
-def is_builtin_name(preset):
-    """Whether `preset` is a built-in name (rather than a path).
-
-    A str that is a directory, or written as a path (with a separator, or
-    starting with "." or "~"), and any `os.PathLike`, is a path; the loader
-    reports a missing one. Any other unknown str is a mistyped name.
-
-    Args:
-        preset: str or os.PathLike. What `from_preset` was given.
-
-    Returns:
-        True for a built-in name, False for a path.
-
-    Raises:
-        ValueError: an unknown name that is not a path; the message lists
-            close names.
-
-    Example:
-
-    >>> is_builtin_name("bert_tiny"), is_builtin_name("./bert_tiny")
-    (True, False)
-    >>> is_builtin_name("bert_tinny")
-    Traceback (most recent call last):
-    ...
-    ValueError: Unknown preset 'bert_tinny'. Did you mean: 'bert_tiny'... It is not a directory either: a preset directory must contain config.json (write one with `save_to_preset`).
-    """
-    if isinstance(preset, str) and preset in _load_all():
-        return True
-    if isinstance(preset, os.PathLike) or (
-        isinstance(preset, str)
-        and (os.path.isdir(os.path.expanduser(preset)) or "/" in preset or os.sep in preset
-             or preset.startswith((".", "~")))
-    ):
-        return False
-    try:
-        get_preset(preset)
-    except ValueError as error:
-        raise ValueError(
-            f"{error} It is not a directory either: a preset directory must contain "
-            "config.json (write one with `save_to_preset`)."
-        ) from None
+    return cls(**override_config(preset["config"], overrides, name, cls.__name__, extra=("dtype", "name")))

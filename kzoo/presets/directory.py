@@ -1,148 +1,78 @@
-"""The layout of a kzoo preset directory, and reading what it holds.
-
-The file names are those of KerasHub's `keras_hub/src/utils/preset_utils.py`:
+"""kzoo preset directories (format "kzoo"), read and written, in the layout
+of KerasHub's `keras_hub/src/utils/preset_utils.py`:
 
     config.json                      the backbone, `keras.saving.serialize_keras_object`
     model.weights.h5                 the backbone's weights
     tokenizer.json                   the tokenizer; `vocabulary` is the asset below
     assets/tokenizer/vocabulary.txt  one token per line
     preprocessor.json                the preprocessor, its tokenizer referenced the same way
-    task.json                        a task model (backbone + head), preprocessor referenced
-    task.weights.h5                  all of the task's weights (backbone included)
+    task.json, task.weights.h5       a task model (backbone + head) and all its weights
     metadata.json                    kzoo and Keras versions, backend, classes, parameters, date
-    training_curves.png              optional: how the model was trained (the `kzoo` command
-                                     draws it there); kept when the preset is re-saved
+    training_curves.png              optional, drawn by the `kzoo` command; kept on re-saves
 
-Any JSON string that begins with `assets/` is a path relative to the
-directory, so a directory can be moved or copied. Weights files hold no
-optimizer state.
+A JSON string beginning with `assets/` is relative to the directory. Weights
+hold no optimizer state; their shapes are checked before loading. A save
+checks everything, then writes the directory atomically (`kzoo.atomic`); it
+refuses foreign files, and a part saved alone over a task (whose weights would go stale).
 """
 
+import collections
+import datetime
 import importlib
 import inspect
 import json
+import math
 import os
+import tempfile
 
+import h5py
 import keras
 
-CONFIG_FILE = "config.json"
-TOKENIZER_FILE = "tokenizer.json"
-PREPROCESSOR_FILE = "preprocessor.json"
-TASK_FILE = "task.json"
-METADATA_FILE = "metadata.json"
-MODEL_WEIGHTS_FILE = "model.weights.h5"
-TASK_WEIGHTS_FILE = "task.weights.h5"
-ASSET_DIR = "assets"
-VOCABULARY_FILE = f"{ASSET_DIR}/tokenizer/vocabulary.txt"
-TRAINING_CURVES_FILE = "training_curves.png"
+from kzoo import atomic
+from kzoo.layers.dropout import SEED_STATE
+from kzoo.version import __version__
 
 # Each part of a preset (its role): its JSON file, and its weights file for models.
 PART_FILES = {
-    "task": TASK_FILE,
-    "backbone": CONFIG_FILE,
-    "preprocessor": PREPROCESSOR_FILE,
-    "tokenizer": TOKENIZER_FILE,
+    "task": "task.json", "backbone": "config.json", "preprocessor": "preprocessor.json", "tokenizer": "tokenizer.json",
 }
-WEIGHTS_FILES = {"task": TASK_WEIGHTS_FILE, "backbone": MODEL_WEIGHTS_FILE}
+WEIGHTS_FILES = {"task": "task.weights.h5", "backbone": "model.weights.h5"}
+METADATA_FILE = "metadata.json"
+ASSET_DIR = "assets"
+VOCABULARY_FILE = f"{ASSET_DIR}/tokenizer/vocabulary.txt"
+TRAINING_CURVES_FILE = "training_curves.png"
 PRESET_ENTRIES = {*PART_FILES.values(), *WEIGHTS_FILES.values(), METADATA_FILE, ASSET_DIR, TRAINING_CURVES_FILE}
 RESAVE = "Re-save the preset with `save_to_preset(path)`"
 
 
-def as_path(path):
-    """`path` as a str with `~` expanded; a `ValueError` for anything but a path.
-
-    Args:
-        path: str or os.PathLike. A preset directory.
-
-    Returns:
-        The directory as a str.
-
-    Example:
-
-    >>> import pathlib
-    >>> as_path(pathlib.Path("presets") / "tiny")
-    'presets/tiny'
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"A preset directory is a str or os.PathLike path; got {type(path).__name__}.")
-    return os.path.expanduser(os.fspath(path))
+def takes_argument(cls, name):
+    """Whether `cls(...)` takes `name`: a class taking a `backbone` is a task."""
+    return name in inspect.signature(cls.__init__).parameters
 
 
-def preset_directory(path):
-    """`path` as a str, after checking it is a preset directory (it holds one
-    of config.json, tokenizer.json, preprocessor.json and task.json).
+def pop_backbone_kwargs(kwargs):
+    """Removes and returns the task arguments that go to its backbone: `dtype`, as in KerasHub."""
+    return {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
 
-    Args:
-        path: str or os.PathLike. The directory to check.
 
-    Returns:
-        The directory as a str.
-
-    Example:
-
-    >>> import tempfile
-    >>> preset_directory(tempfile.mkdtemp())
-    Traceback (most recent call last):
-    ...
-    ValueError: '...' is not a preset directory: it has no config.json (nor tokenizer.json, ...
-    """
-    directory = as_path(path)
-    if not os.path.isdir(directory):
+def override_config(config, overrides, source, class_name, extra=()):
+    """`config` updated with `overrides`, each naming a field of `config` or `extra`
+    (`source` and `class_name` name the preset in the error)."""
+    unknown = set(overrides) - set(config) - set(extra)
+    if unknown:
         raise ValueError(
-            f"Preset directory {directory!r} does not exist. A preset directory must contain "
-            "config.json; write one with `save_to_preset(path)`."
+            f"Unknown override(s) {sorted(unknown)} for preset {source!r}; "
+            f"{class_name} presets take: {sorted(set(config) | set(extra))}."
         )
-    if not any(os.path.isfile(os.path.join(directory, name)) for name in PART_FILES.values()):
-        raise ValueError(
-            f"{directory!r} is not a preset directory: it has no config.json (nor tokenizer.json, "
-            "preprocessor.json or task.json). Write one with `save_to_preset(path)`."
-        )
-    return directory
+    return {**config, **overrides}
 
 
-def read_part(directory, name):
-    """The serialized Keras object in `directory/name`; a `ValueError` says
-    which file is damaged and how to fix it.
-
-    Args:
-        directory: str. A preset directory.
-        name: str. One of the JSON files of `PART_FILES`.
-
-    Returns:
-        The dict `keras.saving.serialize_keras_object` wrote.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> directory = tempfile.mkdtemp()
-    >>> with open(os.path.join(directory, "config.json"), "w") as f:
-    ...     _ = f.write("{")
-    >>> read_part(directory, "config.json")
-    Traceback (most recent call last):
-    ...
-    ValueError: '.../config.json' is not valid JSON (...). Re-save the preset with `save_to_preset(path)`.
-    """
-    path = os.path.join(directory, name)
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path!r} is not valid JSON ({error}). {RESAVE}.") from error
-    if not isinstance(config, dict) or "class_name" not in config or "config" not in config:
-        raise ValueError(
-            f"{path!r} is not a serialized Keras object (no class_name/config). {RESAVE}."
-        )
-    return config
+# === Reading ===
 
 
-def saved_parts(directory):
-    """`{role: its serialized object}` for the parts `directory` holds.
-
-    Args:
-        directory: str. A preset directory.
-
-    Returns:
-        A dict keyed by the roles of `PART_FILES`, in its order.
+def load_directory(cls, path, /, **kwargs):
+    """The part of a kzoo preset directory that is a `cls`, with its weights;
+    `kwargs` replace fields of its saved config. A task class is `load_task`'s.
 
     Example:
 
@@ -150,43 +80,335 @@ def saved_parts(directory):
     >>> from kzoo import BertTokenizer
     >>> path = tempfile.mkdtemp()
     >>> BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]).save_to_preset(path)
-    >>> {role: part["class_name"] for role, part in saved_parts(path).items()}
-    {'tokenizer': 'BertTokenizer'}
+    >>> load_directory(BertTokenizer, path, lowercase=False).lowercase
+    False
     """
-    return {
-        role: read_part(directory, name)
-        for role, name in PART_FILES.items()
-        if os.path.isfile(os.path.join(directory, name))
-    }
+    if takes_argument(cls, "backbone"):
+        return load_task(cls, path, **kwargs)
+    directory, saved = _open(path)
+    for role in PART_FILES:
+        if _describes(saved.get(role), cls):
+            return _read_part(directory, role, kwargs)
+    raise ValueError(
+        f"{directory!r} holds no {cls.__name__}: it has "
+        + ", ".join(f"{PART_FILES[role]} ({config['class_name']})" for role, config in saved.items())
+        + f". Load those with their own classes' `from_preset`, or save a {cls.__name__} there with `save_to_preset`."
+    )
 
 
-def describes(config, cls):
-    """Whether a part's serialized object is a `cls` (or a subclass).
-
-    The class is found by its registered name, or for Keras and kzoo classes
-    by its module.
-
-    Args:
-        config: dict or None. A part's serialized object (None: no part).
-        cls: type. The class asked for.
-
-    Returns:
-        True when `config` deserializes to a `cls`.
+def load_task(cls, path, /, **kwargs):
+    """A task `cls` from a kzoo preset directory: the saved task if task.json
+    holds a `cls` (`kwargs` override its config), else `cls(backbone=...,
+    **kwargs)` with the saved backbone, a fresh head, and the directory's
+    preprocessor (or tokenizer) when `cls` takes one and `kwargs` lack it.
 
     Example:
 
-    >>> import keras
-    >>> config = keras.saving.serialize_keras_object(keras.layers.Dense(2))
-    >>> describes(config, keras.layers.Layer), describes(config, keras.Model), describes(None, keras.Model)
-    (True, False, False)
+    >>> import tempfile
+    >>> from kzoo import BertBackbone, BertClassifier
+    >>> path = tempfile.mkdtemp()
+    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...              intermediate_dim=16).save_to_preset(path)
+    >>> load_task(BertClassifier, path, num_classes=3).num_classes
+    3
     """
+    directory, saved = _open(path)
+    if _describes(saved.get("task"), cls):
+        return _read_part(directory, "task", kwargs)
+    if "backbone" not in saved:
+        raise ValueError(
+            f"{directory!r} has no config.json: a {cls.__name__} needs a saved backbone "
+            f"(config.json and model.weights.h5). {RESAVE}."
+        )
+    kwargs["backbone"] = _read_part(directory, "backbone", pop_backbone_kwargs(kwargs))
+    wanted = next((a for a in ("preprocessor", "tokenizer") if takes_argument(cls, a)), None)
+    role = next((r for r in ("preprocessor", "tokenizer") if r in saved), None)
+    if wanted and role and wanted not in kwargs:
+        part = _read_part(directory, role, {})
+        # A task adapts a tokenizer into its own preprocessor; a pre-trainer keeps the tokenizer.
+        kwargs[wanted] = part.tokenizer if (wanted, role) == ("tokenizer", "preprocessor") else part
+    return cls(**kwargs)
+
+
+def saved_task_config(path, cls):
+    """The config of the `cls` task saved in kzoo preset directory `path`,
+    else None (a name, another format, no such task), e.g. to compare a
+    fine-tuned head's `num_classes` with the one asked for.
+
+    Example:
+
+    >>> saved_task_config("bert_tiny", object) is None
+    True
+    """
+    atomic.recover(path)
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(path))):
+        return None
+    directory = _as_path(path)
+    # Only task.json is read: config.json may belong to another format (a Hugging Face checkpoint).
+    found = os.path.isfile(os.path.join(directory, PART_FILES["task"]))
+    config = _read_json(directory, PART_FILES["task"]) if found else None
+    return dict(config["config"]) if _describes(config, cls) else None
+
+
+def _as_path(path):
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"A preset directory is a str or os.PathLike path; got {type(path).__name__}.")
+    return os.path.expanduser(os.fspath(path))
+
+
+def _open(path):
+    """(directory, {role: serialized object}) of a preset directory, checked to be one."""
+    directory = _as_path(path)
+    if not os.path.isdir(directory):
+        raise ValueError(
+            f"Preset directory {directory!r} does not exist. A preset directory must contain "
+            "config.json; write one with `save_to_preset(path)`."
+        )
+    saved = {role: _read_json(directory, name) for role, name in PART_FILES.items()
+             if os.path.isfile(os.path.join(directory, name))}
+    if not saved:
+        raise ValueError(
+            f"{directory!r} is not a preset directory: it has no config.json (nor tokenizer.json, "
+            "preprocessor.json or task.json). Write one with `save_to_preset(path)`."
+        )
+    return directory, saved
+
+
+def _read_json(directory, name):
+    path = os.path.join(directory, name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path!r} is not valid JSON ({error}). {RESAVE}.") from error
+    if not isinstance(config, dict) or "class_name" not in config or "config" not in config:
+        raise ValueError(f"{path!r} is not a serialized Keras object (no class_name/config). {RESAVE}.")
+    return config
+
+
+def _describes(config, cls):
+    """Whether a serialized object is a `cls`: its class found by registered
+    name, or for Keras and kzoo classes by module."""
     if config is None:
         return False
     saved = keras.saving.get_registered_object(config.get("registered_name") or config["class_name"])
     module = config.get("module") or ""
-    if saved is None and module.split(".")[0] in ("keras", "kzoo"):  # built-in classes
+    if saved is None and module.split(".")[0] in ("keras", "kzoo"):
         try:
             saved = getattr(importlib.import_module(module), config["class_name"], None)
         except ImportError:
             saved = None
     return inspect.isclass(saved) and issubclass(saved, cls)
+
+
+def _read_part(directory, role, overrides):
+    """A part deserialized (asset paths made absolute, `overrides` applied), with its weights."""
+    config = _read_json(directory, PART_FILES[role])
+    inner = dict(config["config"])
+    backbone = inner.get("backbone")
+    if role == "task" and isinstance(backbone, dict):
+        inner["backbone"] = {**backbone, "config": {**backbone["config"], **pop_backbone_kwargs(overrides)}}
+    # Arguments the class gained after the preset was saved (e.g. label names) can be given too.
+    cls = keras.saving.get_registered_object(config.get("registered_name") or config["class_name"])
+    added = [name for name in overrides if cls is not None and takes_argument(cls, name)]
+    inner = override_config(inner, overrides, directory, config["class_name"], extra=tuple(added))
+    part = keras.saving.deserialize_keras_object(_with_asset_paths({**config, "config": inner}, directory, role))
+    if role in WEIGHTS_FILES:
+        _load_weights(part, os.path.join(directory, WEIGHTS_FILES[role]), PART_FILES[role])
+    return part
+
+
+def _with_asset_paths(config, directory, role):
+    if isinstance(config, dict):
+        return {key: _with_asset_paths(value, directory, role) for key, value in config.items()}
+    if isinstance(config, list):
+        return [_with_asset_paths(value, directory, role) for value in config]
+    if isinstance(config, str) and config.startswith(ASSET_DIR + "/"):
+        path = os.path.join(directory, *config.split("/"))
+        if not os.path.isfile(path):
+            raise ValueError(f"{PART_FILES[role]} in {directory!r} refers to {config}, which is missing. {RESAVE}.")
+        return path
+    return config
+
+
+def _load_weights(model, path, described_by):
+    """`model.load_weights(path)` after checking every variable's shape (Keras
+    ignores a file's extra layers)."""
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"The weights file {path!r} is missing: the preset has {described_by} but no "
+            f"{os.path.basename(path)}. {RESAVE}, or copy the whole directory again."
+        )
+    found = weight_shapes(path)
+    if collections.Counter(found.values()) != collections.Counter(tuple(w.shape) for w in model.weights):
+        with tempfile.TemporaryDirectory() as scratch:
+            _save_weights(model, os.path.join(scratch, "reference.weights.h5"))
+            expected = weight_shapes(os.path.join(scratch, "reference.weights.h5"))
+        differences = [
+            f"variable {name!r}: "
+            + (f"expected shape {expected[name]}" if name in expected else "not in the model")
+            + (f", found {found[name]}" if name in found else ", not in the file")
+            for name in sorted(expected.keys() | found.keys()) if expected.get(name) != found.get(name)
+        ]
+        if differences:
+            raise ValueError(
+                f"The weights in {path!r} do not match the model {described_by} describes "
+                f"({len(differences)} variable(s) differ):\n  " + "\n  ".join(differences[:5])
+                + f"\nWas {described_by} edited, or overridden? Load it unchanged, or "
+                "re-save the preset with `save_to_preset(path)`."
+            )
+    try:
+        model.load_weights(path)
+    except Exception as error:  # Keras reports damaged files in many ways
+        raise ValueError(f"Could not load {path!r}: {error}. {RESAVE}.") from error
+
+
+def weight_shapes(path):
+    """`{variable path: shape}` of a `.weights.h5` file, without optimizer and
+    dropout seed state; a `ValueError` for a corrupt or truncated file."""
+    shapes = {}
+
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/") and not name.endswith(SEED_STATE):
+            shapes[name] = tuple(item.shape)
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except (OSError, RuntimeError, KeyError, ValueError) as error:
+        raise ValueError(
+            f"Cannot read the weights file {path!r} ({error}): it is corrupt or truncated "
+            f"(an interrupted save or copy?). {RESAVE}, or copy the file again."
+        ) from error
+    return shapes
+
+
+def _save_weights(model, path):
+    optimizer = getattr(model, "optimizer", None)  # set by `compile`; not part of a preset
+    keras.saving.save_weights(model, path, objects_to_skip=[optimizer] if optimizer is not None else None)
+
+
+# === Writing ===
+
+
+def role_of(obj):
+    """"task" (a `keras.Model` whose `backbone` is one), "backbone" (any other
+    `keras.Model`), "preprocessor" (an object with a `tokenizer`) or "tokenizer"."""
+    if isinstance(obj, keras.Model):
+        return "task" if isinstance(getattr(obj, "backbone", None), keras.Model) else "backbone"
+    return "preprocessor" if getattr(obj, "tokenizer", None) is not None else "tokenizer"
+
+
+def save_directory(obj, path, tokenizer=None):
+    """Writes `obj` as a kzoo preset directory with every part it holds (a
+    task's backbone, preprocessor and tokenizer too; `tokenizer` is saved
+    with a backbone in the same write), in one atomic write.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertBackbone, BertClassifier
+    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> path = tempfile.mkdtemp()
+    >>> save_directory(BertClassifier(backbone, num_classes=2), path)
+    >>> sorted(os.listdir(path))
+    ['config.json', 'metadata.json', 'model.weights.h5', 'task.json', 'task.weights.h5']
+    """
+    role = role_of(obj)
+    if tokenizer is not None and role != "backbone":
+        raise ValueError(f"save_directory(..., tokenizer=...) adds a tokenizer to a backbone; got a {role}.")
+    if role == "task":
+        preprocessor = getattr(obj, "preprocessor", None)
+        tokenizer = getattr(preprocessor, "tokenizer", getattr(obj, "tokenizer", None))
+        parts = {"task": obj, "backbone": obj.backbone, "preprocessor": preprocessor, "tokenizer": tokenizer}
+    elif role == "preprocessor":
+        parts = {"preprocessor": obj, "tokenizer": obj.tokenizer}
+    else:
+        parts = {role: obj} if tokenizer is None else {"backbone": obj, "tokenizer": tokenizer}
+    parts = {role: part for role, part in parts.items() if part is not None}
+    assets = {}
+    configs = {PART_FILES[role]: _serialize(part, assets) for role, part in parts.items()}
+    directory = _check_directory(path, saving_task="task" in parts)
+    weights = {WEIGHTS_FILES[role]: parts[role] for role in WEIGHTS_FILES.keys() & parts.keys()}
+    # A task's directory describes that task alone (its training curves kept); a part joins the others.
+    existing = set(os.listdir(directory)) if os.path.isdir(directory) else set()
+    kept = existing & {TRAINING_CURVES_FILE} if "task" in parts else existing - {*configs, *weights, METADATA_FILE}
+    with atomic.replacing_directory(directory, keep=sorted(kept)) as scratch:
+        for relative, text in assets.items():
+            os.makedirs(os.path.dirname(os.path.join(scratch, relative)), exist_ok=True)
+            with open(os.path.join(scratch, relative), "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        for name, config in configs.items():
+            with open(os.path.join(scratch, name), "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=4)
+        for name, model in weights.items():
+            _save_weights(model, os.path.join(scratch, name))
+        _write_metadata(scratch)
+
+
+def _serialize(part, assets):
+    """`serialize_keras_object(part)` without build state (as KerasHub saves
+    it), the vocabulary moved into `assets` ({relative path: text})."""
+    config = _without_build_state(keras.saving.serialize_keras_object(part))
+    for key in ("preprocessor", "tokenizer"):
+        nested = getattr(part, key, None)
+        if nested is not None and isinstance(config["config"].get(key), dict):
+            config["config"][key] = _serialize(nested, assets)
+    if "vocabulary" in config["config"] and hasattr(part, "get_vocabulary"):
+        tokens = part.get_vocabulary()
+        bad = [t for t in tokens if "\n" in t or t.endswith("\r")]
+        if bad:
+            raise ValueError(
+                f"Cannot write the vocabulary as one token per line: token(s) {bad[:3]!r} "
+                "contain a line break. Remove line breaks from the vocabulary first."
+            )
+        assets[VOCABULARY_FILE] = "".join(f"{token}\n" for token in tokens)
+        config["config"]["vocabulary"] = VOCABULARY_FILE
+    return config
+
+
+def _without_build_state(config):
+    if isinstance(config, dict):
+        return {k: _without_build_state(v) for k, v in config.items() if k not in ("build_config", "compile_config")}
+    return config
+
+
+def _check_directory(path, saving_task):
+    directory = _as_path(path)
+    atomic.recover(directory)  # a save killed while replacing it
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"Cannot save a preset to {directory!r}: it is a file. Pass a directory path.")
+    entries = set(os.listdir(directory)) if os.path.isdir(directory) else set()
+    foreign = sorted(entries - PRESET_ENTRIES)
+    if foreign:
+        raise ValueError(
+            f"Refusing to save a preset into {directory!r}: it holds {foreign[:5]}, which are "
+            "not preset files. Save into a new or empty directory (an existing preset "
+            "directory is fine: only its preset files are overwritten)."
+        )
+    if PART_FILES["task"] in entries and not saving_task:
+        raise ValueError(
+            f"{directory!r} holds a saved task (task.json, task.weights.h5), which would no "
+            "longer match a part saved on its own. Re-save the whole task there with "
+            "`task.save_to_preset(path)`, or save into a new directory."
+        )
+    return directory
+
+
+def _write_metadata(directory):
+    """metadata.json, describing the directory as it now is (KerasHub's
+    fields, plus kzoo's version, the backend and every part's class)."""
+    metadata = {
+        "kzoo_version": __version__,
+        "keras_version": keras.version(),
+        "backend": keras.backend.backend(),
+        "date_saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "classes": {role: config["class_name"] for role, config in _open(directory)[1].items()},
+    }
+    for role, name in WEIGHTS_FILES.items():
+        if os.path.isfile(os.path.join(directory, name)):
+            count = sum(math.prod(shape) for shape in weight_shapes(os.path.join(directory, name)).values())
+            metadata["parameter_count" if role == "backbone" else f"{role}_parameter_count"] = count
+    with open(os.path.join(directory, METADATA_FILE), "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=4)

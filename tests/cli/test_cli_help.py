@@ -67,5 +67,5 @@ def test_python_dash_m_kzoo_is_the_same_command():
     result = subprocess.run([sys.executable, "-m", "kzoo", "fill-mask", "--help"], capture_output=True, text=True,
                             env=env)
     assert result.returncode == 0 and result.stdout.startswith("usage: python -m kzoo fill-mask"), result.stderr
-    result = subprocess.run([sys.executable, "-m", "kzoo.convert", "--help"], capture_output=True, text=True, env=env)
+    result = subprocess.run([sys.executable, "-m", "kzoo", "convert", "--help"], capture_output=True, text=True, env=env)
     assert result.returncode == 0 and result.stdout.startswith("usage: python -m kzoo convert"), result.stdout

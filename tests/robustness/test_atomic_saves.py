@@ -21,7 +21,7 @@ import pytest
 import safetensors.numpy
 
 import kzoo
-from kzoo.checkpoints.convert import convert
+from kzoo.presets import convert
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "good", "bad", "film"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

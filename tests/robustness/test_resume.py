@@ -20,7 +20,7 @@ import pytest
 
 import kzoo
 from kzoo.layers.dropout import SEED_STATE
-from kzoo.presets.weights import weight_shapes
+from kzoo.presets.directory import weight_shapes
 from tests.robustness import resume_worker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

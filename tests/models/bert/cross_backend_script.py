@@ -1,6 +1,6 @@
 """Run in a subprocess, on another backend, by `run_on_other_backend`
 (`test_bert_backbone.py::test_cross_backend_weights`,
-`test_preset_directories.py::test_cross_backend_preset`).
+`tests/presets/test_directory.py::test_cross_backend_preset`).
 
 Usage: KERAS_BACKEND=<backend> python cross_backend_script.py <case_dir> [<preset_dir>]
 

@@ -1,18 +1,12 @@
-"""Atomic saves: a directory or file is written beside its destination, under a
-hidden name in the same folder, and renamed into place only once complete.
+"""Atomic saves: a file or directory is written beside its destination under a
+hidden name and renamed into place once complete, so a save that fails (an
+exception, a full disk, a killed process) leaves the previous one loadable.
 
-A save that fails at any point (an exception, a full disk, a killed process)
-leaves the previous save as it was and loadable. Renaming is atomic within a
-file system, hence the scratch copy in the same folder. Replacing a directory
-takes two renames (the old one aside, the new one in); a process killed
-between the two leaves the previous save under its aside name, and
-`recover(path)` (which loading and the next save call) renames it back.
-
-Names beside `path` (`.{name}.{process id}-{8 hex digits}.{kind}{extension}`):
-`saving` a save in progress, `old` the previous save while it is replaced,
-`deleting` the previous save being removed. A save removes those that a
-process no longer running left (on this machine: process ids are local), so
-two processes writing the same path at once leave each other's alone.
+Replacing a directory takes two renames (the old one aside, the new one in);
+`recover(path)`, which loading and the next save call, puts back a previous
+save left aside by a process killed between them. Scratch names are
+`.{name}.{pid}-{8 hex}.{saving|old|deleting}{extension}`; a save removes those
+of processes no longer running, so two processes never remove each other's.
 """
 
 import contextlib

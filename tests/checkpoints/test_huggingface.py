@@ -12,7 +12,7 @@ import transformers
 from safetensors.numpy import load_file
 
 import kzoo
-from kzoo.convert import main as convert_main
+from kzoo_cli import main as cli_main
 from tests.models.bert import checkpoint_fixtures as fx
 
 TOLERANCE = 1e-4
@@ -199,9 +199,9 @@ def test_missing_pooler_and_heads_are_reported(tmp_path):
 
 def test_conversion_command_round_trip(tmp_path, capsys):
     hf_model, directory = _hf_directory(tmp_path, transformers.BertForPreTraining)
-    assert convert_main([str(directory), str(tmp_path / "kzoo")]) == 0
+    assert cli_main(["convert", str(directory), str(tmp_path / "kzoo")]) == 0
     assert "Wrote a BertPretrainer" in capsys.readouterr().out
-    assert convert_main([str(tmp_path / "kzoo"), str(tmp_path / "back"), "--format", "huggingface"]) == 0
+    assert cli_main(["convert", str(tmp_path / "kzoo"), str(tmp_path / "back"), "--format", "huggingface"]) == 0
     exported, original = load_file(tmp_path / "back" / "model.safetensors"), _saved_tensors(directory)
     assert sorted(exported) == sorted(original)
     assert all(np.array_equal(exported[k], original[k]) for k in original)

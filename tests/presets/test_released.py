@@ -59,7 +59,7 @@ def no_network(monkeypatch):
 
     def refuse(*args, **kwargs):
         attempts.append(args)
-        raise OSError("network blocked by tests/test_builtin_weights.py")
+        raise OSError("network blocked by tests/presets/test_released.py")
 
     real_connect = socket.socket.connect
 

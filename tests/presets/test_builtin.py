@@ -1,7 +1,7 @@
 """Named presets: the BERT paper's configurations (PAPERS.md, BERT sec. 3 and
 Table 6), the compact BERTs and the other released BERTs, their descriptions,
 overrides and errors (built with `load_weights=False`: no download; the
-released weights are tests/test_builtin_weights.py's)."""
+released weights are tests/presets/test_released.py's)."""
 
 import warnings
 
@@ -172,3 +172,4 @@ def test_unknown_name_does_not_warn():
         warnings.simplefilter("error")
         with pytest.raises(ValueError):
             BertBackbone.from_preset("no_such_preset")
+

@@ -15,7 +15,8 @@ import pytest
 from keras import ops
 
 from kzoo import BertBackbone, BertPreprocessor, BertTokenizer, presets
-from kzoo.presets import load_task, save_backbone, save_task
+from kzoo.presets import save_backbone, save_task
+from kzoo.presets.directory import load_task
 from tests.models.bert.cross_backend_script import run_on_other_backend
 from tests.models.bert.test_bert_backbone import padded_batch
 
