@@ -374,17 +374,20 @@ class Task(BaseModel):
                 f"kzoo.{cls.__name__}(backbone=kzoo.{saved['backbone']['class_name']}.from_preset(path), "
                 f"preprocessor=kzoo.{cls.preprocessor_class.__name__}.from_preset(path), ...)."
             )
-        missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
-        if cls.head_size in head and not {cls.head_size, *label_names.ARGUMENTS} & set(kwargs):
-            missing.append(cls.head_size)
-        if saved is None and missing:
+        sequence_length = kwargs.pop("sequence_length", None) if "preprocessor" in parameters else None
+        try:
+            task = presets.load(cls, preset, load_weights, **kwargs)
+        except TypeError:  # the new head's size was neither given nor found in the checkpoint
+            missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
+            if cls.head_size in head and not {cls.head_size, *label_names.ARGUMENTS} & set(kwargs):
+                missing.append(cls.head_size)
+            if saved is not None or not missing:
+                raise
             raise ValueError(
                 f"{preset!r} holds no {cls.__name__}, so `from_preset` puts a new head on its "
                 f"backbone, and a new head needs {' and '.join(f'`{name}`' for name in missing)}: "
                 f"kzoo.{cls.__name__}.from_preset({preset!r}, {', '.join(f'{n}=...' for n in missing)})."
-            )
-        sequence_length = kwargs.pop("sequence_length", None) if "preprocessor" in parameters else None
-        task = presets.load(cls, preset, load_weights, **kwargs)
+            ) from None
         if sequence_length is not None:
             task.set_sequence_length(sequence_length)
         return task
