@@ -35,7 +35,6 @@ A contender is `impl:backend[:option]`; options: `xla` (`jit_compile=True`),
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

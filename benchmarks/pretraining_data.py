@@ -48,7 +48,7 @@ def run_kzoo(documents, vocabulary_path, _pairs):
     dataset = kzoo.data.pretraining_dataset(
         documents, tokenizer, SEQUENCE_LENGTH, MAX_PREDICTIONS, BATCH_SIZE, seed=0, progress=False
     )
-    return [(f["padding_mask"].numpy(), l["mask_weights"].numpy()) for f, l in dataset]
+    return [(x["padding_mask"].numpy(), y["mask_weights"].numpy()) for x, y in dataset]
 
 
 def run_kerashub(_documents, vocabulary_path, pairs):

@@ -61,7 +61,7 @@ def _module_document(name):
         warnings.simplefilter("ignore")
         try:
             module = importlib.import_module(name)
-        except Exception:  # platform-specific or optional modules
+        except Exception:  # noqa: BLE001 (any import may fail: platform-specific or optional modules)
             return []
     texts = [inspect.getdoc(module) or ""]
     for attribute, member in sorted(vars(module).items()):
@@ -88,7 +88,7 @@ def _stdlib_modules():
             warnings.simplefilter("ignore")
             try:
                 package = importlib.import_module(name)
-            except Exception:
+            except Exception:  # noqa: BLE001 (any import may fail)
                 continue
         for info in pkgutil.iter_modules(getattr(package, "__path__", []), prefix=name + "."):
             if not any(part.startswith("_") or "test" in part for part in info.name.split(".")):
@@ -102,7 +102,7 @@ def python_documentation(min_sentences=4):
         A list of documents, each with at least `min_sentences` sentences:
         the manual topics first, then one document per standard-library module.
     """
-    from pydoc_data.topics import topics
+    from pydoc_data.topics import topics  # noqa: PLC0415 (a large table, read only here)
 
     documents = [_sentences(text) for _, text in sorted(topics.items())]
     documents.extend(_module_document(name) for name in _stdlib_modules())

@@ -132,7 +132,8 @@ def parse_request(body, inputs, max_batch):
         raise RequestError(400, f"the request body is not JSON ({error}); send e.g. "
                                 f"{json.dumps({name: ['some text'] for name in inputs})}") from None
     if not isinstance(request, dict):
-        raise RequestError(400, f"the request must be a JSON object with the keys {inputs}, got {type(request).__name__}")
+        raise RequestError(
+            400, f"the request must be a JSON object with the keys {inputs}, got {type(request).__name__}")
     missing, unknown = [n for n in inputs if n not in request], sorted(set(request) - set(inputs))
     if missing or unknown:
         raise RequestError(400, f"the request must have the keys {inputs}" + (f"; missing {missing}" if missing else "")

@@ -6,7 +6,6 @@ importing a model (they build the class they are given, or Keras's registered
 import ast
 import pathlib
 
-import pytest
 
 KZOO = pathlib.Path(__file__).resolve().parents[1] / "kzoo"
 

@@ -121,7 +121,9 @@ def _unzip(path, target):
         with zipfile.ZipFile(path) as archive:
             archive.extractall(target)
     except (zipfile.BadZipFile, OSError, EOFError) as error:
-        raise ValueError(f"Cannot extract {path!r} ({error}): the .zip is truncated or corrupt. Download it again.") from error
+        raise ValueError(
+            f"Cannot extract {path!r} ({error}): the .zip is truncated or corrupt. Download it again."
+        ) from error
     found = sorted(glob.glob(os.path.join(target, "**", CONFIG_FILE), recursive=True), key=len)
     if not found:
         raise ValueError(f"{path!r} holds no {CONFIG_FILE}: it is not a google-research BERT release.")

@@ -180,7 +180,7 @@ def parse_handle(handle):
     >>> parse_handle("kaggle://keras/bert")
     Traceback (most recent call last):
     ...
-    ValueError: 'kaggle://keras/bert' is not a Kaggle model handle: write kaggle://<owner>/<model>/<framework>/<variation>/<version>, e.g. kaggle://keras/bert/keras/bert_tiny_en_uncased/2 (the version may be left out: the latest, which needs the network).
+    ValueError: 'kaggle://keras/bert' is not a Kaggle model handle: write ...
     """
     parts = handle[len(KAGGLE_PREFIX):].strip("/").split("/")
     version = parts[4] if len(parts) == 5 else None
@@ -246,7 +246,7 @@ def _cached_layout(model, version):
         if cache.load_from_cache(parsed):
             return "bundle"
         return "files" if all(cache.load_from_cache(parsed, name) for name in PRESET_FILES) else None
-    except Exception:  # another kagglehub's cache API: let model_download look
+    except Exception:  # noqa: BLE001 (another kagglehub's cache API: let model_download look)
         return None
 
 

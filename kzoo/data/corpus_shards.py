@@ -280,7 +280,9 @@ def write_pretraining_shards(
     _check_rates(masked_lm_rate, mask_token_rate, random_token_rate, max_predictions_per_seq)
     _vocabulary_roles(tokenizer)  # a vocabulary without ordinary tokens is refused before any work
     if int(documents_per_window) < 2:
-        raise ValueError(f"documents_per_window must be >= 2 (NotNext partners come from it); got {documents_per_window}.")
+        raise ValueError(
+            f"documents_per_window must be >= 2 (NotNext partners come from it); got {documents_per_window}."
+        )
     if int(num_processes) < 1:
         raise ValueError(f"num_processes must be >= 1; got {num_processes}.")
     if runner is not None and num_processes != 1:
@@ -345,7 +347,7 @@ def _run_in_processes(tasks, num_processes, num_files, progress):
 
 def _import_beam():
     try:
-        import apache_beam
+        import apache_beam  # noqa: PLC0415 (optional: the `beam` extra)
     except ImportError as error:
         raise ImportError(
             "runner= writes the shards on Apache Beam, which is not installed: `pip install apache-beam` "
@@ -356,7 +358,7 @@ def _import_beam():
 
 def _run_on_beam(beam, tasks, runner, pipeline_options):
     """The files as a `Map` on Beam: each element writes one shard."""
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415 (optional)
 
     if not isinstance(pipeline_options, PipelineOptions):
         pipeline_options = PipelineOptions(list(pipeline_options or []))

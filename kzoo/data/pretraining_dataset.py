@@ -153,7 +153,7 @@ def pretraining_dataset(
     ...     max_predictions_per_seq=4, batch_size=2, seed=0, progress=False)
     >>> features, labels = next(iter(dataset))
     >>> sorted(features), sorted(labels)
-    (['mask_positions', 'padding_mask', 'segment_ids', 'token_ids'], ['mask_ids', 'mask_weights', 'next_sentence_label'])
+    (['mask_positions', 'padding_mask', 'segment_ids', 'token_ids'], ['mask_ids', 'mask_weights', ...
     >>> tuple(features["token_ids"].shape), tuple(labels["mask_ids"].shape)
     ((2, 16), (2, 4))
     """

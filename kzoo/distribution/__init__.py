@@ -11,7 +11,7 @@ returns a `Distributed` with what a training script needs.
 |--------------|--------------------------------------------|--------------------------------------------------|
 | `jax`        | several devices (GPUs, TPU cores)          | `keras.distribution.DataParallel`                |
 | `jax`        | same, `model_parallel=k`                   | `keras.distribution.ModelParallel`, a            |
-|              |                                            | `(batch, model)` mesh, `kzoo.distribution.jax.layout_map` |
+|              |                                            | `(batch, model)` mesh, `jax.layout_map`          |
 | `jax`        | several hosts (`multi_host=True`)          | the same after `keras.distribution.initialize`   |
 | `tensorflow` | a TPU (VM or pod)                          | `tf.distribute.TPUStrategy`                      |
 | `tensorflow` | several GPUs (or logical CPU devices)      | `tf.distribute.MirroredStrategy`                 |
@@ -124,7 +124,7 @@ def replica_loss(loss):
     """
     if keras.backend.backend() != "tensorflow":
         return loss
-    from kzoo.distribution import tensorflow
+    from kzoo.distribution import tensorflow  # noqa: PLC0415 (TensorFlow's strategies, only on its backend)
 
     return tensorflow.replica_loss(loss)
 
@@ -146,7 +146,7 @@ def sum_over_replicas(values):
     """
     if keras.backend.backend() != "tensorflow":
         return values, 1
-    from kzoo.distribution import tensorflow
+    from kzoo.distribution import tensorflow  # noqa: PLC0415 (TensorFlow's strategies, only on its backend)
 
     return tensorflow.sum_over_replicas(values)
 

@@ -77,7 +77,7 @@ def export_onnx(model, path, opset=None):
     >>> sorted(os.listdir(path))
     ['model.onnx', 'onnx_config.json', 'vocabulary.txt']
     >>> config["inputs"][0], config["packing"]["sequence_length"], config["labels"]
-    ({'name': 'token_ids', 'dtype': 'int32', 'shape': ['batch', 'sequence_length']}, 8, {'class_names': ['bad', 'good']})
+    ({'name': 'token_ids', 'dtype': 'int32', 'shape': ['batch', 'sequence_length']}, 8, {'class_names': ['bad', ...
     >>> session = onnxruntime.InferenceSession(os.path.join(path, "model.onnx"))
     >>> packed = {k: v.numpy() for k, v in model.preprocessor(["good", "bad good"]).items()}
     >>> logits = session.run(["logits"], packed)[0]

@@ -23,7 +23,6 @@ import io
 import logging
 import warnings
 
-import keras
 import numpy as np
 
 InputSpec = collections.namedtuple("InputSpec", ["name", "dtype", "dims"])
@@ -37,6 +36,7 @@ def model_function(model, specs, output_names):
 
     Example:
 
+    >>> import keras
     >>> inputs = {"x": keras.Input((2,), name="x")}
     >>> model = keras.Model(inputs, {"y": keras.layers.Dense(1)(inputs["x"])})
     >>> len(model_function(model, [InputSpec("x", "float32", (("batch", None), 2))], ["y"])(np.ones((1, 2))))

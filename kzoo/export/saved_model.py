@@ -108,7 +108,9 @@ def build_serving(model, preprocessor, options):
     known = [name for name in inspect.signature(builder).parameters if name not in ("model", "preprocessor")]
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ValueError(f"{type(model).__name__}.export takes no option {', '.join(unknown)}; its options are {known}.")
+        raise ValueError(
+            f"{type(model).__name__}.export takes no option {', '.join(unknown)}; its options are {known}."
+        )
     return builder(model, preprocessor, **options)
 
 

@@ -43,7 +43,8 @@ def _text_inputs(model, preprocessor, text_pairs, outputs):
     `outputs(packed inputs)` on what the preprocessor packs (BERT sec. 3)."""
     _check_bool(text_pairs, "text_pairs", type(model).__name__)
     if text_pairs:
-        return Serving([strings("text_a"), strings("text_b")], lambda text_a, text_b: outputs(preprocessor((text_a, text_b))))
+        return Serving([strings("text_a"), strings("text_b")],
+                       lambda text_a, text_b: outputs(preprocessor((text_a, text_b))))
     return Serving([strings("text")], lambda text: outputs(preprocessor(text)))
 
 
@@ -196,7 +197,9 @@ def serve_translations(model, preprocessor, beam_size=4, length_penalty=0.6, max
         "max_length": None if max_length is None else check_int(max_length, "max_length", "Transformer.export"),
     }
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or not length_penalty >= 0:
-        raise ValueError(f"Transformer.export: length_penalty (GNMT's α) must be a number >= 0; got {length_penalty!r}.")
+        raise ValueError(
+            f"Transformer.export: length_penalty (GNMT's α) must be a number >= 0; got {length_penalty!r}."
+        )
     tokenizer = preprocessor.tokenizer
 
     def function(text):

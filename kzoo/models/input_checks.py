@@ -189,7 +189,8 @@ def holds_text(value):
     if dtype is None:
         return False
     if isinstance(dtype, np.dtype):
-        return dtype.kind in "US" or (dtype == object and any(isinstance(v, (str, bytes)) for v in value.flat))
+        strings = dtype == np.dtype(object) and any(isinstance(v, (str, bytes)) for v in value.flat)
+        return dtype.kind in "US" or strings
     return getattr(dtype, "name", None) == "string"  # a tf.string tensor
 
 

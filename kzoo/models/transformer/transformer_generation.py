@@ -242,7 +242,8 @@ class TransformerGeneration:
 
         Args:
             encoder_token_ids: int tensor of shape `(batch, source_length)`. The source ids, `padding_id` for padding.
-            decoder_token_ids: int tensor of shape `(batch, target_length)`. The decoder's input: `start_id`, then the target.
+            decoder_token_ids: int tensor of shape `(batch, target_length)`. The decoder's input:
+                `start_id`, then the target.
 
         Returns:
             A dict of three lists with one float tensor per layer:
