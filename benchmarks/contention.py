@@ -10,7 +10,7 @@ core busy. For each contender (see `bert_speed.py` for what each computes),
 every round measures it in its own process with the machine as it is, then
 again while `--busy` processes spin (`while True: pass`, one core each), in
 alternating contender order. Reports the median tokens/s of both and the
-fraction kept under load (issue 21's target: kzoo keeps at least 70%, next
+fraction kept under load (the target: kzoo keeps at least 70%, next
 to Hugging Face under the same load), with the CPU model and flags.
 """
 

@@ -1,4 +1,4 @@
-"""int8 inference (issue 22): float32 vs `quantize("int8")` on the main job's task, per backend.
+"""int8 inference: float32 vs `quantize("int8")` on the main job's task, per backend.
 
 Run by hand, never in tests:
 

@@ -20,7 +20,7 @@ computes):
 Reports medians, ratios measured in the same run, model-FLOPs utilisation
 against the float32 matmul peak measured in the same run (NumPy 2048², best
 of the measurements before and after), first-step (compile) time and peak
-RSS, then checks the targets of issue 9. Writes
+RSS, then checks its targets. Writes
 `benchmarks/results/run_all.json` and `benchmarks/results/run_all.png`.
 """
 

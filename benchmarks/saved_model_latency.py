@@ -1,4 +1,4 @@
-"""Latency per request of a kzoo SavedModel next to the Keras model's `predict` (issue 22).
+"""Latency per request of a kzoo SavedModel next to the Keras model's `predict`.
 
 Run by hand, never in tests:
 

@@ -1,4 +1,4 @@
-"""ONNX for the network of a kzoo model (issue 22), its tokenizer's files beside it.
+"""ONNX for the network of a kzoo model, its tokenizer's files beside it.
 
 `export_onnx(model, path)` writes a directory:
 

@@ -1,4 +1,4 @@
-"""`kaggle://` handles (issue 18, part 6): a tiny KerasHub BERT preset saved
+"""`kaggle://` handles: a tiny KerasHub BERT preset saved
 with `save_to_preset`, placed in a kagglehub cache this test writes in
 kagglehub's own layout, and read through the real kagglehub code with every
 connection refused: the same outputs as KerasHub, every BERT class resolves the

@@ -1,5 +1,5 @@
 """Bad export arguments get kzoo's own errors before any work, and a failed
-export leaves what was at the path (issue 22)."""
+export leaves what was at the path."""
 
 import os
 

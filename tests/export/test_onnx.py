@@ -1,4 +1,4 @@
-"""ONNX export (issue 22, part 3): the network checked with onnxruntime against
+"""ONNX export: the network checked with onnxruntime against
 the Keras model to 1e-4, on every backend, and its inputs rebuilt from the
 vocabulary and settings written beside it by a WordPiece written here from
 BERT's description (sec. 3), not kzoo's."""

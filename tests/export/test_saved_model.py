@@ -1,4 +1,4 @@
-"""The SavedModel export (issue 22, parts 1 and 2): each kzoo model that
+"""The SavedModel export: each kzoo model that
 takes text exports to a SavedModel whose `serving_default` takes strings,
 and a process without kzoo and Keras serves it with the Keras model's
 predictions, to 1e-5, on models trained under the backend of this run (the

@@ -1,4 +1,4 @@
-"""int8 quantization (issue 22, part 4) of kzoo's BERT models on every backend:
+"""int8 quantization of kzoo's BERT models on every backend:
 Keras' own int8 of the dense, einsum and embedding layers, accuracy kept,
 weights ~4x smaller, and the quantized model kept exactly by configs,
 `.keras` files and presets; what cannot keep it is refused in kzoo's words."""

@@ -310,7 +310,7 @@ def pretraining_dataset(length, batch=4, count=8):
 @pytest.mark.parametrize("jit_compile", [False, "auto"])
 def test_pretraining_phases_at_two_lengths(jit_compile):
     """The README's main job: a second phase at another length re-traces the
-    train step with unknown dimensions (the crash of issue 16 on TensorFlow,
+    train step with unknown dimensions (a crash seen on TensorFlow,
     with and without XLA; JAX compiles either way, torch runs eagerly)."""
     if jit_compile is False and keras.backend.backend() != "tensorflow":
         pytest.skip("jit_compile=False differs from the default only on TensorFlow")

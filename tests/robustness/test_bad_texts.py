@@ -1,5 +1,5 @@
 """Bad texts, pairs, lengths and vocabularies given to the tokenizers and
-preprocessors (issue 19, defects 3 and 4): nothing becomes text silently, no
+preprocessors: nothing becomes text silently, no
 length is rounded, and each refusal is in kzoo's words."""
 
 import os

@@ -1,4 +1,4 @@
-"""A bad batch never changes the weights (issue 19, part 1): token ids outside
+"""A bad batch never changes the weights: token ids outside
 the vocabulary, segment ids outside the segment table and too-long inputs stop
 a compiled `fit`/`evaluate`/`predict` (and `train_on_batch`/`test_on_batch`/
 `predict_on_batch`) with kzoo's eager message, and every

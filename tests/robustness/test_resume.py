@@ -1,4 +1,4 @@
-"""Exact resume (issue 19, defect 6): a `fit` killed as an epoch ends and
+"""Exact resume: a `fit` killed as an epoch ends and
 resumed by `keras.callbacks.BackupAndRestore` reproduces the uninterrupted
 run on the same backend: per-epoch losses and final weights to 1e-6, for
 fine-tuning on data in memory and pre-training on a `tf.data` stream.

@@ -187,7 +187,7 @@ def test_raw_text_without_a_preprocessor_and_bad_packed_ids():
     assert outputs.shape == (1, 2)
 
 
-# === Class names (issue 18, part 5) ===
+# === Class names ===
 
 NAMES = ["music", "sport", "food"]  # the topics of `topic_sentences`, in label order
 

@@ -247,7 +247,7 @@ def test_argument_errors(untrained, arguments, message):
         BertTokenClassifier(untrained.backbone, **arguments)
 
 
-# === Tags as labels, in and out (issue 18, part 5) ===
+# === Tags as labels, in and out ===
 
 
 def test_tags_give_num_classes_and_one_of_them_is_needed(untrained):
