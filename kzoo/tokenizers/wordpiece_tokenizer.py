@@ -2,17 +2,13 @@
 continuation pieces) on tensorflow-text's compiled ops, over any vocabulary:
 the core of `kzoo.BertTokenizer` and `kzoo.TransformerTokenizer`.
 
-Text goes through BERT's basic tokenization (`kzoo.tokenizers.word_splitting`:
-normalization, then words split on white space and punctuation), then each
-word through greedy longest-match-first WordPiece: tensorflow-text's
-`FastWordpieceTokenizer` (the core of `FastBertTokenizer`, linear time). A
-word with no segmentation, or longer than `max_input_chars_per_word` (100)
-characters, is the unknown token; the limit is counted in characters, as
-Hugging Face (`FastBertTokenizer` counts bytes).
-
-`tokenize_with_offsets` normalizes character by character, so each token's
-byte offsets point back into the original string; `tokenize` normalizes whole
-strings, which gives the same text at a fraction of the cost.
+BERT's basic tokenization (`kzoo.tokenizers.word_splitting`), then greedy
+longest-match-first WordPiece per word (tensorflow-text's linear-time
+`FastWordpieceTokenizer`). A word with no segmentation, or longer than
+`max_input_chars_per_word` (100) characters, counted as Hugging Face counts
+them, is the unknown token. `tokenize_with_offsets` normalizes character by
+character so offsets point into the original string; `tokenize` normalizes
+whole strings (the same text, at a fraction of the cost).
 """
 
 import numpy as np
@@ -39,11 +35,10 @@ class WordPieceTokenizer:
 
     Args:
         vocabulary: str or list of str. A vocabulary file (one token per
-            line) or the tokens, in id order. Must hold the padding token,
-            the unknown token and the subclass's special tokens. A token
-            listed twice keeps its last id, as in Hugging Face and
-            google-research/bert (`load_vocab`); its earlier ids are never
-            produced, and `detokenize` reads them as the token.
+            line) or the tokens, in id order, with the padding, unknown and
+            special tokens. A token listed twice keeps its last id, as in
+            Hugging Face and google-research/bert (`detokenize` reads its
+            earlier ids as the token too).
         lowercase: bool. `True` for uncased models: lower-case and strip
             accents, as the uncased BERT checkpoints; `False` keeps the text
             as it is. Defaults to `True`.

@@ -22,13 +22,12 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
-from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
-from kzoo.models.transformer.transformer_generation import TEXT_HINT, TransformerGeneration
+from kzoo.models.input_checks import check_ints
+from kzoo.models.transformer.transformer_generation import TransformerGeneration
+from kzoo.models.transformer.transformer_inputs import INPUT_NAMES, check_config, standardize_inputs
 from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
-INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
-POSITION_ENCODINGS = ("sinusoidal", "learned")
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -420,43 +419,3 @@ def position_layer(position_encoding, max_sequence_length, hidden_dim, dtype, na
         dtype=dtype,
         name=name,
     )
-
-
-def check_config(vocabulary_size, hidden_dim, num_heads, key_dim, position_encoding, **special_ids):
-    """`ValueError`s for configurations the model cannot build (sec. 3.2.2:
-    d_k = d_model / h unless given)."""
-    if position_encoding not in POSITION_ENCODINGS:
-        raise ValueError(
-            f"Unknown position_encoding {position_encoding!r}: use 'sinusoidal' (sec. 3.5) "
-            "or 'learned' (Table 3 row E)."
-        )
-    if key_dim is None and hidden_dim % num_heads:
-        raise ValueError(
-            f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}, so "
-            "key_dim = hidden_dim / num_heads is undefined. Choose a number of heads that "
-            "divides hidden_dim, or pass key_dim (d_k) explicitly (Table 3 row B)."
-        )
-    for name, value in special_ids.items():
-        if not 0 <= value < vocabulary_size:
-            raise ValueError(
-                f"{name}={value} is not a token id of the {vocabulary_size}-token vocabulary; "
-                "kzoo's convention is 0 padding, 1 unknown, 2 start, 3 end."
-            )
-
-
-def standardize_inputs(inputs, vocabulary_size=None):
-    """The inputs dict with lists made arrays, checked (`check_id_inputs`,
-    ids against `vocabulary_size` if given), or a `ValueError` naming the keys."""
-    if not isinstance(inputs, dict) or set(inputs) != set(INPUT_NAMES):
-        got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-        raise ValueError(
-            f"Transformer takes a dict with keys {list(INPUT_NAMES)} (source and target "
-            f"token ids, each (batch, length)); got {got}. {TEXT_HINT}"
-        )
-    for name, value in inputs.items():
-        if value is None:
-            raise missing_token_ids(name, "Transformer", TEXT_HINT)
-    inputs = arrays_from_lists(inputs, "Transformer")
-    tables = {} if vocabulary_size is None else dict.fromkeys(INPUT_NAMES, vocabulary_size)
-    check_id_inputs(inputs, tables, "Transformer", TEXT_HINT, same_shape=False)
-    return inputs

@@ -12,13 +12,10 @@ from kzoo.backend import inference_function
 from kzoo.backend.checks import check_positions_fit, checked_upstream
 from kzoo.models.input_checks import check_id_inputs, check_int, missing_token_ids
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
+from kzoo.models.transformer.transformer_inputs import TEXT_HINT
 
 # Sec. 6.1: "maximum output length to input length + 50".
 EXTRA_OUTPUT_LENGTH = 50
-TEXT_HINT = (
-    "For text, use kzoo.TransformerPreprocessor (or the TransformerTokenizer) first: "
-    "model(preprocessor(sources, targets)[0]), or model.generate(preprocessor(sources))."
-)
 
 
 
