@@ -1,4 +1,4 @@
-"""The README's Python examples run as written (offline, on the current backend)."""
+"""The README's Python snippets run as written (offline, on the current backend), in order, in one namespace."""
 
 import re
 import warnings
@@ -7,31 +7,56 @@ from pathlib import Path
 import numpy as np
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+TEXT = README.read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
+
+
+def test_readme_is_short():
+    assert len(TEXT.splitlines()) <= 250
+
+
+def test_readme_commands_are_ci_commands():
+    """The README's test command is the one `.ci/run` runs, and the docs command installs the docs extra."""
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    command = 'pip install -c constraints.txt -e ".[all]" && python tests/run_all_backends.py --examples'
+    assert command in TEXT
+    assert "python tests/run_all_backends.py --examples" in ci
+    assert 'pip install -c constraints.txt -e ".[docs]" && mkdocs serve' in TEXT
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch):
-    assert len(BLOCKS) >= 2
-    monkeypatch.chdir(tmp_path)  # the examples write files (a vocabulary)
+    assert len(BLOCKS) == 6
+    monkeypatch.chdir(tmp_path)  # the snippets write files (a corpus, a vocabulary, presets, a SavedModel)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     namespace = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "random weights" from presets
         for block in BLOCKS:
             exec(compile(block, str(README), "exec"), namespace)
-    assert tuple(namespace["outputs"]["sequence_output"].shape) == (1, 5, 768)
-    assert tuple(namespace["batch"]["token_ids"].shape) == (1, 16)
-    assert sorted(namespace["history"].history) == [
-        "loss", "mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"
-    ]
-    assert (tmp_path / "my_bert" / "task.weights.h5").exists()
-    assert namespace["logits"].shape == (1, 2)
-    assert tuple(namespace["response"]["probabilities"].shape) == (1, 2)  # the SavedModel, served
-    np.testing.assert_allclose(
-        namespace["restored"].predict(["The cat sat."], verbose=0), namespace["classifier"].predict(["The cat sat."], verbose=0), atol=1e-6
-    )
-    assert namespace["model"].preprocessor.sequence_length == 64
-    assert tuple(namespace["tokens"].shape) == (1, 8)
-    decoder, labels = np.asarray(namespace["x"]["decoder_token_ids"])[0], np.asarray(namespace["labels"])[0]
-    length = int((labels != 0).sum())  # [BOS] + target in, target + [EOS] out
-    assert decoder[0] == 2 and labels[length - 1] == 3
-    np.testing.assert_array_equal(decoder[1:length], labels[: length - 1])
+    ns = namespace
+    # Fine-tuned on raw text with label names; predictions are names.
+    assert "loss" in ns["finetuning"].history and len(ns["finetuning"].history["loss"]) == 1
+    assert len(ns["predicted"]) == 2 and set(ns["predicted"]) <= set(ns["areas"])
+    assert ns["logits"].shape == (2, 2)
+    # Pre-trained: both heads' metrics, and a preset directory.
+    assert sorted(ns["pretraining"].history) == ["loss", "mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"]
+    assert np.isfinite(ns["pretraining"].history["loss"][0])
+    assert (tmp_path / "my_bert" / "config.json").exists() and (tmp_path / "vocab.txt").exists()
+    # Translation: teacher forcing shifts the target by one; one string per source.
+    x, labels = ns["x"], np.asarray(ns["labels"])
+    assert tuple(x["encoder_token_ids"].shape) == (100, 16) and labels.shape == (100, 16)
+    decoder, label_row = np.asarray(x["decoder_token_ids"])[0], labels[0]
+    length = int((label_row != 0).sum())  # [BOS] + target in, target + [EOS] out
+    assert decoder[0] == 2 and label_row[length - 1] == 3
+    np.testing.assert_array_equal(decoder[1 : length], label_row[: length - 1])
+    assert len(ns["translations"]) == 1 and isinstance(ns["translations"][0], str)
+    # The SavedModel serves the Keras model's probabilities and class names.
+    probabilities = np.asarray(ns["response"]["probabilities"])
+    logits = np.asarray(ns["logits"], "float64")
+    expected = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(probabilities, expected / expected.sum(-1, keepdims=True), atol=1e-4)
+    names = [name.decode() for name in np.asarray(ns["response"]["class_names"])]
+    assert names == ns["predicted"]
+    # One CPU: no engine, one replica; the restored pre-trainer trains on.
+    assert ns["distributed"].num_replicas == 1
+    assert len(ns["distributed_run"].history["loss"]) == 1
