@@ -50,7 +50,7 @@ def check_pretraining(ns, tmp_path):
     assert tuple(ns["batch"]["token_ids"].shape) == (1, 16)
     assert sorted(ns["history"].history) == ["loss", "mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss"]
     assert (tmp_path / "my_bert" / "config.json").exists()
-    assert not (tmp_path / "my_bert_backup").exists()  # deleted once fit completes
+    assert ns["vocabulary"][:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def check_translation(ns):
