@@ -76,7 +76,8 @@ def check_deploy(ns):
 def check_distributed(ns):
     assert ns["distributed"].num_replicas == 1
     assert ns["distributed"].global_batch_size(32) == 32
-    assert ns["distributed"].scale_learning_rate(1e-4, 512, 256) == pytest.approx(2e-4)
+    assert ns["learning_rate"] == pytest.approx(1.25e-5)
+    assert len(ns["history"].history["loss"]) == 1
 
 
 def check_guarantees(ns):
