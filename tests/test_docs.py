@@ -80,9 +80,10 @@ def check_distributed(ns):
     assert len(ns["history"].history["loss"]) == 1
 
 
-def check_guarantees(ns):
-    assert "is not a string" in ns["message"] or "string" in ns["message"]
+def check_guarantees(ns, tmp_path):
+    assert "1" in ns["message"] and "NoneType" in ns["message"], ns["message"]
     assert len(ns["history"].history["loss"]) == 2
+    assert not (tmp_path / "my_classifier_backup").exists()  # deleted once fit completes
 
 
 CHECKS = {
