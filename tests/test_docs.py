@@ -99,6 +99,7 @@ CHECKS = {
 }
 
 
+@pytest.mark.backend_independent  # reads files: once (tests/conftest.py)
 def test_every_guide_is_tested():
     guides = [page for page in PAGES if page.startswith("guides/") and page != "guides/command-line.md"]
     assert set(guides) <= set(TESTED), sorted(set(guides) - set(TESTED))
@@ -154,6 +155,7 @@ def documented_objects():
     return objects
 
 
+@pytest.mark.backend_independent  # reads files: once (tests/conftest.py)
 def test_api_reference_covers_public_names():
     import kzoo
 

@@ -5,16 +5,27 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
 
 
+@pytest.mark.backend_independent  # reads files: once (tests/conftest.py)
 def test_readme_is_short():
     assert len(TEXT.splitlines()) <= 250
 
 
+@pytest.mark.backend_independent  # reads files: once (tests/conftest.py)
+def test_readme_links_reach_files():
+    links = re.findall(r"\]\(((?!https?://)[^)#]+)", TEXT)
+    assert len(links) >= 10
+    missing = [link for link in links if not (README.parent / link).exists()]
+    assert not missing, missing
+
+
+@pytest.mark.backend_independent  # reads files: once (tests/conftest.py)
 def test_readme_commands_are_ci_commands():
     """The README's test command is the one `.ci/run` runs, and the docs command installs the docs extra."""
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
