@@ -22,7 +22,7 @@
    layer W on the pooled [CLS] output (sec. 4.1) for the seven areas, whose
    names are saved with the model. `--preset` takes any other
    name or preset directory, e.g. the small BERT that `bert_pretraining.py`
-   pre-trains from scratch (which needs its own learning rate: README).
+   pre-trains from scratch (which needs its own learning rate: docs/guides/fine-tuning.md).
 3. Fine-tunes all parameters end to end on the raw strings (the preprocessor
    packs them; `fit` groups sentences of similar length into batches and pads
    each only as far as its longest sentence needs) with the paper's recipe (sec. 3.2, A.3): Adam with
@@ -47,7 +47,7 @@
    on one of those sentences (sec. 5.3) to `<output>-attention.png`.
 
 The sizes keep the whole run, both models included, to about 10 minutes on
-2 CPU cores (measured: README, Quick start): a sequence length of 128 tokens
+2 CPU cores (measured: README, main job table): a sequence length of 128 tokens
 holds 99.7% of the sentences whole, yet costs little, since the median
 sentence is 18 WordPiece tokens and each batch is padded only to the first
 of 16, 32, 64, 128 that holds its longest (XLA compiles one training
@@ -59,7 +59,7 @@ saves under the system temp dir (see example_runs.py).
 
 With `--distributed`, fine-tunes on every device and host with
 `kzoo.distribution.setup()`: the sentences are packed in tf.data and batched
-with the global batch `--batch-size`. See the README, "Distributed training".
+with the global batch `--batch-size`. See docs/guides/distributed.md.
 """
 
 import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)

@@ -19,7 +19,7 @@
    `kzoo.BertBackbone.from_preset(path)` and the task models load.
 
 Runs in about 5 minutes on 2 CPU cores with the defaults (15 minutes on a
-loaded machine: README). `python examples/bert_finetuning.py --preset
+loaded machine). `python examples/bert_finetuning.py --preset
 pretrained/bert_python_docs` then fine-tunes the saved model (the main job,
 bert_finetuning.py, fine-tunes a released pre-trained BERT by default).
 
@@ -31,7 +31,7 @@ under the system temp dir (see example_runs.py), where
 With `--distributed`, trains on every device and host with
 `kzoo.distribution.setup()` (keras.distribution on JAX, tf.distribute on
 TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
-(the paper's 256 on TPU pods, A.2). See the README, "Distributed training".
+(the paper's 256 on TPU pods, A.2). See docs/guides/distributed.md.
 """
 
 import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)

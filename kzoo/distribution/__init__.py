@@ -34,8 +34,8 @@ One convention for batches and learning rates on every engine:
 - Learning rates belong to a global batch size. Keep the paper's batch and
   its rate, or change both with `scale_learning_rate` (the linear scaling rule).
 
-Typical use (the same script on every backend; see the README section
-"Distributed training" for the launch commands):
+Typical use (the same script on every backend; the documentation's
+distributed-training guide has the launch commands):
 
     distributed = kzoo.distribution.setup()          # or setup(model_parallel=4) on JAX
     with distributed.scope():

@@ -25,7 +25,7 @@ class Dropout(keras.layers.Dropout):
     Its masks need one random number per element, 38 million per BERT-Base
     training step at batch 8 x 128, and drawing them is a noticeable part of
     a step on JAX and TensorFlow CPUs, where a uniform draw is cheaper than a
-    Bernoulli draw of twice the size (the README's Benchmarks section has the
+    Bernoulli draw of twice the size (the documentation's benchmarks page has the
     measurements). On JAX and inside TensorFlow's XLA steps the numbers come
     from XLA's own ThreeFry op, faster there than each engine's default draw
     (`kzoo.backend.dropout_uniform`).
