@@ -53,7 +53,8 @@ def choose_strategy(multi_host=None):
             raise ValueError(
                 "multi_host=True on TensorFlow needs TF_CONFIG on every host, e.g. "
                 '\'{"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", '
-                '"index": 0}}\' (index 1 on the second host); see the distributed-training guide (docs/guides/distributed.md).'
+                '"index": 0}}\' (index 1 on the second host); see the distributed-training guide '
+                "(docs/guides/distributed.md)."
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     for device_type in ("GPU", "CPU"):
