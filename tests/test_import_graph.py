@@ -1,7 +1,8 @@
 """kzoo's import graph, read from the source with `ast`: dependencies point
-one way (issue 17). `kzoo.presets` is generic (it imports no model and no
-checkpoint format), checkpoint formats register themselves with it, and no
-module of either package is part of an import circle."""
+one way: the generic packages (layers, data, tokenizers, presets) import no
+model family (`kzoo.models`), `kzoo.presets` imports no checkpoint format
+either, checkpoint formats register themselves with it, and no module is part
+of an import circle."""
 
 import ast
 import pathlib
@@ -9,6 +10,7 @@ import pathlib
 import pytest
 
 KZOO = pathlib.Path(__file__).resolve().parents[1] / "kzoo"
+pytestmark = pytest.mark.backend_independent  # reads source files: once (tests/conftest.py)
 
 
 def module_names(root, package):
@@ -137,6 +139,14 @@ def test_graph_covers_kzoo():
     assert {"kzoo", "kzoo.presets", "kzoo.checkpoints", "kzoo.checkpoints.bert_loading"} <= GRAPH.keys()
     assert "kzoo.checkpoints.bert_weights" in GRAPH["kzoo.checkpoints.bert_loading"]
     assert "kzoo.checkpoints" in GRAPH["kzoo"]  # importing kzoo registers the checkpoint formats
+
+
+@pytest.mark.parametrize("package", ["kzoo.layers", "kzoo.data", "kzoo.tokenizers"])
+def test_generic_package_imports_no_model(package):
+    modules = sorted(m for m in GRAPH if _in(m, package))
+    assert modules
+    offending = {f"{m}: {t}" for m in modules for t in GRAPH[m] if _in(t, "kzoo.models")}
+    assert not offending, sorted(offending)
 
 
 def test_presets_import_no_model_and_no_checkpoint_format():

@@ -1,185 +1,20 @@
-"""TensorFlow: the process set-up (C++ log lines, devices), XLA by default,
-compiled inference.
+"""TensorFlow: XLA by default, compiled inference, dropout's draws under XLA.
 
-XLA by default
---------------
 Keras' `jit_compile="auto"` compiles with XLA on JAX (always) but on
-TensorFlow only when a GPU/TPU is present. kzoo's models run faster with XLA
-on TensorFlow's CPU too, so their "auto" means XLA on TensorFlow wherever
-Keras would allow it (no `tf.distribute` strategy, every layer
-`supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores Keras' own choice (XLA
-compile time outweighs its speed for many short fits of small models: the
-test suite sets it). Under XLA, TensorFlow cannot check id ranges inside the
-compiled step: kzoo's models check each batch before it (`kzoo.backend.checks`),
-and a step compiled outside them (a user's own `keras.Model` around a kzoo
-backbone, with `jit_compile=True`) gets a warning when it is traced
-(`checked_before_step`).
-
-Process set-up
---------------
-
-TensorFlow runs kzoo's input pipelines (`tf.data`, tensorflow-text) on every
-Keras backend, and the model too on the tensorflow backend. Its C++ core logs
-to stderr through absl; `TF_CPP_MIN_LOG_LEVEL` (0 info, 1 warning, 2 error,
-3 fatal: the least severe level shown) filters what it logs while running, but
-TensorFlow 2.21 logs its first lines while its libraries load (before it reads
-the variable): the oneDNN notice, "Could not find cuda drivers", the CPU
-feature notice, absl's "before absl::InitializeLog()" banner, each twice.
-`import_quietly` applies the level to those lines itself, and provokes two
-once-per-process lines of no use to a user while it still filters:
-
-- `failed call to cuInit: ... UNKNOWN ERROR (303)`, an ERROR line logged on
-  every machine without an NVIDIA driver (303 is the CUDA driver library
-  failing to load) when TensorFlow first lists its devices;
-- `oneDNN supports DT_INT64 only on platforms with AVX-512`, an ERROR line
-  logged the first time oneDNN's graph rewrite meets an integer op (tensorflow-
-  text's segment packing does), whatever the CPU; it guards the message with a
-  process-wide `absl::call_once`, so one run of an integer transpose in a
-  throw-away graph session uses it up.
-
-Neither touches TensorFlow's eager context: threads, devices and memory growth
-stay configurable (`tf.config`) after `import kzoo`.
+TensorFlow only when a GPU/TPU is present. kzoo's "auto" means XLA on
+TensorFlow's CPU too, wherever Keras would allow it (no `tf.distribute`
+strategy, every layer `supports_jit`); `KZOO_XLA_ON_TENSORFLOW=0` restores
+Keras' own choice (the test suite sets it: XLA compile time outweighs its
+speed for many short fits of tiny models). Under XLA, TensorFlow cannot check
+id ranges inside the compiled step: kzoo's models check each batch before it
+(`kzoo.backend.checks`), and a step compiled outside them (a user's own
+`keras.Model` around a kzoo backbone, with `jit_compile=True`) gets a warning
+when it is traced (`checked_before_step`).
 """
 
 import contextlib
 import os
-import re
-import sys
-import tempfile
 import warnings
-
-LOG_LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
-
-# An absl log line: severity, date, time (seconds since the epoch before absl
-# is initialised: "I0000 00:00:1795444923.983301"), thread, file:line.
-_LOG_LINE = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")
-_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
-_ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-_CONTINUATION = "To enable the following instructions:"
-# The two ERROR lines provoked on purpose (see the module docstring).
-_PROVOKED = (
-    re.compile(r"failed call to cuInit: .*\(303\)"),
-    re.compile(r"oneDNN supports DT_[A-Z0-9]+ only on platforms with AVX-512"),
-)
-
-
-def min_log_level():
-    """The least severe C++ log level shown: `TF_CPP_MIN_LOG_LEVEL`, 1 (warnings)
-    when unset (as JAX sets it), 0 when unreadable.
-
-    Example:
-
-    >>> min_log_level() == int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", 1))
-    True
-    """
-    try:
-        return int(os.environ.get(LOG_LEVEL_VARIABLE, "1"))
-    except ValueError:
-        return 0
-
-
-def drop_lines(text, level):
-    """`text` without the log lines below `level`, their continuation lines,
-    absl's banner and the provoked lines (see the module docstring); level 0
-    keeps everything.
-
-    Example:
-
-    >>> noise = "I0000 00:00:1795444923.98 7 port.cc:153] oneDNN custom operations are on.\\n"
-    >>> drop_lines(noise + "a real error\\n", 1)
-    'a real error\\n'
-    >>> drop_lines(noise, 0) == noise
-    True
-    """
-    if level <= 0:
-        return text
-    kept, dropping = [], False
-    for line in text.splitlines(keepends=True):
-        match = _LOG_LINE.match(line)
-        if match:
-            dropping = _SEVERITY[match.group(1)] < level or any(p.search(line) for p in _PROVOKED)
-        elif line.rstrip("\n") == _ABSL_BANNER:
-            dropping = True
-        else:  # the CPU feature notice's second line goes with it; all else stays
-            dropping = dropping and line.startswith(_CONTINUATION)
-        if not dropping:
-            kept.append(line)
-    return "".join(kept)
-
-
-@contextlib.contextmanager
-def filtered_stderr(level):
-    """Everything written to file descriptor 2 inside the block (C++ included)
-    is held back and written out after it through `drop_lines`. Does nothing at
-    level 0 or where descriptor 2 cannot be duplicated."""
-    try:
-        if level <= 0:
-            raise OSError
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            text = drop_lines(held.read().decode("utf-8", "replace"), level)
-            if text:
-                sys.stderr.write(text)
-                sys.stderr.flush()
-
-
-def import_quietly():
-    """Imports TensorFlow with `min_log_level` applied to the lines it logs
-    while loading, and uses up its two once-per-process ERROR notices (module
-    docstring). Sets `TF_CPP_MIN_LOG_LEVEL=1` unless set; with 0 it logs as
-    without kzoo. Returns the `tensorflow` module.
-
-    Example:
-
-    >>> import_quietly().__name__
-    'tensorflow'
-    """
-    # INFO lines (library loading, XLA compiles, tf.data's end of sequence)
-    # are not for users; warnings and errors stay (as jax sets it).
-    os.environ.setdefault(LOG_LEVEL_VARIABLE, "1")
-    level = min_log_level()
-    with filtered_stderr(level):
-        import tensorflow as tf  # noqa: PLC0415
-
-        if level > 0:
-            tf.config.list_physical_devices()  # cuInit happens here
-            _use_up_onednn_notice(tf)
-    return tf
-
-
-def _use_up_onednn_notice(tf):
-    graph = tf.Graph()
-    with graph.as_default():
-        ids = tf.constant([[1, 2]], tf.int32)
-        transposed = tf.transpose(ids)
-    # Default threads: the first session's options size TensorFlow's CPU device
-    # for the whole process, so one limited to one thread ran every later XLA
-    # step on one core (tests/test_backend_setup.py checks the threads at work).
-    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
-        session.run(transposed)
-
-
-def keep_off_accelerators(tf):
-    """When TensorFlow only feeds another backend (`tf.data` next to JAX or
-    torch), hides the GPUs from it: it would otherwise reserve most of each
-    GPU's memory for itself at its first op. Undo before any TensorFlow op with
-    `tf.config.set_visible_devices(tf.config.list_physical_devices("GPU"), "GPU")`.
-    Does nothing if TensorFlow already runs (its devices are fixed then)."""
-    with contextlib.suppress(RuntimeError, ValueError):
-        tf.config.set_visible_devices([], "GPU")
 
 
 def in_xla_compilation():

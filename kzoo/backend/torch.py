@@ -10,11 +10,6 @@ faster base still: Keras' update as one `torch._fused_adam_` kernel (the one
 behind `torch.optim.Adam(fused=True)`), with epsilon rescaled per step so it
 computes `p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`.
 Weight decay stays Keras' own (decoupled, with its exclusions).
-
-Threads
--------
-torch's intra-op thread count is set, and then follows the load of the
-machine, in `kzoo.backend.torch_threads`.
 """
 
 

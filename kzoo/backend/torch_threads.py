@@ -1,172 +1,41 @@
-"""torch's intra-op threads: kzoo's starting count, and a count that follows
-the load of the machine while `fit`, `evaluate` and `predict` run.
+"""torch's intra-op thread count while kzoo's `fit`, `evaluate` and `predict`
+run on torch: the count that is fastest for the machine's load now.
 
-torch runs each op's loops on an OpenMP pool of (by default) one thread per
-physical core, whose workers spin while they wait for the next op. kzoo's
-input pipeline (`tf.data`, tensorflow-text) runs in the same process on
-TensorFlow's own threads, and the cores may be shared with other processes:
-when a worker is descheduled, every op waits for it. On 2 cores with one kept
-busy by another process, 2 threads made BERT's training steps about 5x slower
-than 1, while on a quiet machine 2 threads are faster (README, "Threads and
-log lines"). No fixed count is right for both, so:
+Buys the faster of both on 2 cores: quiet, two threads trained bert_small
+1.86x faster than one (Intel Xeon, 2026-11-26); beside other work, two ran
+kzoo's MiniLM fine-tuning steps through `tf.data` 3.4x slower than one
+(AMD EPYC, 2026-11-27); the tuned run kept 87-97% of the better fixed count
+in both (README, "Threads").
 
-- `limit_threads` (run by `import kzoo`) starts from torch's own count when
-  the CPUs the process may use are idle as kzoo is imported (`idle_cpus`,
-  a 0.2 s look at /proc/stat on Linux), else from one core less, the count
-  that does not collapse (`default_threads`);
-- `ThreadChoice` then measures: during a run it times the steps at the
-  current count, tries each other candidate count for a few steps, keeps the
-  fastest, and tries again after a while (20 s, doubling up to 5 minutes
-  while the answer stays), since the load of a machine changes. A tried
-  count whose first step is more than twice as slow is left at once, so a
-  try costs at most about one slow step.
-
-The count stays as set (no measuring) when the user chose it:
-`OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torch's own count
-then stands), `torch.set_num_threads(n)` after `import kzoo` (any n other than
-kzoo's), or `torch.use_deterministic_algorithms(True)`: sums split over
-another count of threads can differ in the last bits (1.5e-7 after 8 steps
-of a small BERT), so a run that must repeat bit for bit keeps one count.
+torch's OpenMP workers spin while they wait for the next op; when one is
+descheduled (by kzoo's own `tf.data` threads, or another process on a shared
+core) every op waits for it, so no fixed count is right both on a quiet
+machine (all cores) and a busy one (one core less). `start` (from
+`kzoo.backend.set_torch_threads`) sets one core less; `ThreadChoice` then
+times the steps (batch end to batch end, the input pipeline's share
+included), tries the other count for 3 steps, keeps the faster by 10%,
+leaves a count whose first step is twice as slow at once, and tries again
+after 20 s, then after waits that double up to 5 minutes. The count stays as the user
+set it: `OMP_NUM_THREADS` or `MKL_NUM_THREADS` (no tuning), a later
+`torch.set_num_threads(n)`, or `torch.use_deterministic_algorithms(True)`
+(sums over another count of threads can differ in the last bits).
 """
 
 import functools
-import os
 import time
-
-# Thread counts the user chose for OpenMP / MKL, which torch reads itself.
-USER_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-# How much of one CPU others may use while the machine still counts as quiet
-# (a shell, an editor: not a process that keeps a core busy).
-QUIET_MARGIN = 0.3
 
 _state = {"set_by_kzoo": None, "choice": None}
 
 
-def available_cpus():
-    """The CPUs this process may run on (its affinity mask, as `taskset` or a
-    container sets it), else all of them.
-
-    Example:
-
-    >>> available_cpus() >= 1
-    True
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def idle_cpus(seconds=0.2, stat="/proc/stat"):
-    """How many of the CPUs this process may run on were idle over the next
-    `seconds` (idle and I/O wait time over all time, from the kernel's
-    per-CPU counters; time stolen by a hypervisor counts as busy). `None`
-    where the counters cannot be read (not Linux).
-
-    Example:
-
-    >>> idle = idle_cpus(0.05)
-    >>> idle is None or 0.0 <= idle <= available_cpus()
-    True
-    """
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        allowed = None
-
-    def counters():
-        totals = {}
-        with open(stat) as file:
-            for line in file:
-                name, *fields = line.split()
-                if name.startswith("cpu") and name[3:].isdigit() and (allowed is None or int(name[3:]) in allowed):
-                    ticks = [int(field) for field in fields[:8]]  # user nice system idle iowait irq softirq steal
-                    totals[name] = (ticks[3] + ticks[4], sum(ticks))
-        return totals
-
-    try:
-        before = counters()
-        time.sleep(seconds)
-        after = counters()
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = 0.0
-    for name, (idle_after, total_after) in after.items():
-        idle_before, total_before = before.get(name, (idle_after, total_after))
-        if total_after > total_before:
-            idle += (idle_after - idle_before) / (total_after - total_before)
-    return idle if after else None
-
-
-def default_threads(current, cpus, idle=None):
-    """kzoo's starting intra-op thread count: torch's own choice `current`
-    when (nearly) all `cpus` are `idle`, else one core left to the input
-    pipeline and the other processes, never more than `current`, at least
-    one. `idle=None` (unknown) counts as busy.
-
-    Example:
-
-    >>> default_threads(current=2, cpus=2), default_threads(current=8, cpus=16), default_threads(1, 1)
-    (1, 8, 1)
-    >>> default_threads(current=2, cpus=2, idle=1.9), default_threads(current=2, cpus=2, idle=1.2)
-    (2, 1)
-    """
-    if idle is not None and idle >= cpus - QUIET_MARGIN:
-        return max(1, current)
-    return max(1, min(current, cpus - 1))
-
-
-def candidate_threads(start, most):
-    """The counts `ThreadChoice` tries: kzoo's starting count `start`, torch's
-    own `most`, and half of `most` on 4 or more cores (where one busy core
-    can still stall a pool of `most - 1`).
-
-    Example:
-
-    >>> candidate_threads(1, 2), candidate_threads(8, 8), candidate_threads(15, 16)
-    ([1, 2], [4, 8], [8, 15, 16])
-    """
-    counts = {start, most} | ({most // 2} if most >= 4 else set())
-    return sorted(count for count in counts if count >= 1)
-
-
-def limit_threads():
-    """Sets torch's intra-op threads to `default_threads` (with the CPUs idle
-    now, `idle_cpus`) unless the user set
-    `OMP_NUM_THREADS` or `MKL_NUM_THREADS` (then torch's own choice stands),
-    and lets `fit`/`evaluate`/`predict` move from there (`tuning_callback`).
-    A later `torch.set_num_threads(n)` wins. Returns the thread count.
-
-    Example:
-
-    >>> import torch
-    >>> limit_threads() == torch.get_num_threads()
-    True
-    """
-    import torch  # noqa: PLC0415
-
-    if not any(os.environ.get(name) for name in USER_VARIABLES):
-        most, cpus = torch.get_num_threads(), available_cpus()
-        start = default_threads(most, cpus, idle_cpus())
-        torch.set_num_threads(start)
-        _state["set_by_kzoo"] = start
-        # The busy machine's count stays a candidate when a quiet one starts higher.
-        _state["choice"] = ThreadChoice(candidate_threads(default_threads(most, cpus), most), start)
-    return torch.get_num_threads()
+def start(count, most):
+    """Sets torch's threads to `count` and lets `fit`/`evaluate`/`predict` move
+    between `count` and torch's own `most`."""
+    set_threads(count)
+    _state["choice"] = ThreadChoice(sorted({count, most}), count)
 
 
 def set_threads(count):
-    """`torch.set_num_threads(count)`, remembered as kzoo's own choice (a
-    count that differs from it was set by someone else: `tuning_active`).
-
-    Example:
-
-    >>> import torch
-    >>> before = torch.get_num_threads()
-    >>> set_threads(1); torch.get_num_threads()
-    1
-    >>> set_threads(before)
-    """
+    """`torch.set_num_threads(count)`, remembered as kzoo's own choice."""
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(count)
@@ -197,25 +66,15 @@ def tuning_active():
 
 
 class ThreadChoice:
-    """Which thread count to run the next step at, from the measured time of
-    each step (see the module docstring). No torch here: `record` takes a
-    step's seconds and returns the count for the next step.
-
-    Args:
-        candidates: list of int. The counts to choose from.
-        current: int. The count in use now.
-        window: int. Steps timed per count before choosing. Defaults to `3`.
-        first_wait: float. Seconds before the first try. Defaults to `20.0`.
-        longest_wait: float. The longest wait between tries. Defaults to `320.0`.
-        margin: float. How much faster another count must be to be kept. Defaults to `0.1`.
-        clock: callable. Returns seconds. Defaults to `time.monotonic`.
+    """Which thread count runs the next step, from the measured time of each
+    step (module docstring); `record` takes a step's seconds and returns the
+    count for the next step.
 
     Example:
 
     >>> now = [0.0]
     >>> choice = ThreadChoice([1, 2], 1, first_wait=0.0, clock=lambda: now[0])
-    >>> counts = [choice.record(1.0) for _ in range(3)]  # 3 steps of 1 s at 1 thread, then a try of 2
-    >>> counts[-1]
+    >>> [choice.record(1.0) for _ in range(3)][-1]  # 3 steps of 1 s at 1 thread, then a try of 2
     2
     >>> [choice.record(0.6) for _ in range(3)][-1]  # 2 threads: 0.6 s a step; kept
     2
@@ -227,7 +86,7 @@ class ThreadChoice:
         self.window, self.margin, self.clock = window, margin, clock
         self.first_wait, self.longest_wait = first_wait, longest_wait
         self.wait = first_wait
-        self.next_try = clock() + first_wait
+        self.next_try = clock()  # the first try after `window` steps
         self.restart()
 
     def restart(self):
@@ -274,46 +133,28 @@ def _median(values):
 
 
 def tuning_callback():
-    """A Keras callback that times each `fit`/`evaluate`/`predict` step and
-    sets torch's thread count from kzoo's `ThreadChoice`; `None` when the
-    count stays as set (`tuning_active`).
-
-    Example:
-
-    >>> import torch
-    >>> callback = tuning_callback()
-    >>> callback is None or callback.choice.current == torch.get_num_threads()
-    True
-    """
-    if not tuning_active():
-        return None
-    return _callback_class()(_state["choice"])
+    """A Keras callback that times each step and sets torch's thread count
+    from `ThreadChoice`; `None` when the count stays as set (`tuning_active`)."""
+    return _callback_class()(_state["choice"]) if tuning_active() else None
 
 
 @functools.cache
 def _callback_class():
-    """The Keras callback class, built at the first call (keras loads after kzoo's process set-up)."""
     import keras  # noqa: PLC0415
 
     class ThreadTuning(keras.callbacks.Callback):
-        """Times steps end to end (batch end to batch end: the input
-        pipeline's share included). Inside `fit`, the validation pass
-        pauses the timing; on its own, `evaluate` is timed as `predict` is."""
+        """Inside `fit`, the validation pass pauses the timing."""
 
         def __init__(self, choice):
             super().__init__()
             self.choice, self.last, self.in_fit, self.paused = choice, None, False, False
 
-        def _begin(self):
+        def _restart(self, logs=None):
             self.choice.restart()
             set_threads(self.choice.current)
             self.last = None
 
-        def _end(self):
-            self.choice.restart()
-            set_threads(self.choice.current)
-
-        def _step(self):
+        def _step(self, batch, logs=None):
             now = time.perf_counter()
             if self.last is not None and not self.paused:
                 count = self.choice.record(now - self.last)
@@ -323,40 +164,28 @@ def _callback_class():
 
         def on_train_begin(self, logs=None):
             self.in_fit = True
-            self._begin()
+            self._restart()
 
         def on_train_end(self, logs=None):
             self.in_fit = False
-            self._end()
+            self._restart()
 
         def on_epoch_begin(self, epoch, logs=None):
             self.last = None
 
-        def on_train_batch_end(self, batch, logs=None):
-            self._step()
-
         def on_test_begin(self, logs=None):
-            if self.in_fit:
-                self.paused = True
-            else:
-                self._begin()
+            self.paused = self.in_fit
+            if not self.in_fit:
+                self._restart()
 
         def on_test_end(self, logs=None):
+            self.paused = False
             if self.in_fit:
-                self.paused, self.last = False, None
+                self.last = None
             else:
-                self._end()
+                self._restart()
 
-        def on_test_batch_end(self, batch, logs=None):
-            self._step()
-
-        def on_predict_begin(self, logs=None):
-            self._begin()
-
-        def on_predict_end(self, logs=None):
-            self._end()
-
-        def on_predict_batch_end(self, batch, logs=None):
-            self._step()
+        on_train_batch_end = on_test_batch_end = on_predict_batch_end = _step
+        on_predict_begin = on_predict_end = _restart
 
     return ThreadTuning
