@@ -125,10 +125,11 @@ def auto_jit_compile(model, keras_choice):
 
 
 def multi_tensor_base(optimizer_class):
-    """Buys torch's optimizer update for a subclass of `keras.optimizers.Adam`
-    or `AdamW` (KEEP_NUMBER): on torch, Keras' multi-tensor class with a fused
-    step (`torch.fused_adam_base`; Keras substitutes its multi-tensor class for
-    the exact class only); on the other backends the class itself.
+    """Buys bert_small's AdamW update on torch in 33 ms instead of 400 (Keras'
+    multi-tensor class) or 830 (the per-variable update Keras gives a
+    subclass; one thread, 2026-11-27): the class to subclass instead of
+    `keras.optimizers.Adam` or `AdamW`, on torch Keras' multi-tensor class
+    with a fused step (`torch.fused_adam_base`), elsewhere the class itself.
 
     Example:
 
