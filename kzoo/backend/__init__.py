@@ -1,27 +1,11 @@
 """Backend-specific code, in one marked place: one module per engine
 (`tensorflow`, `jax`, `torch`), whose heavy imports happen only when that
 engine runs, and the functions here that pick one. Model and layer code is
-plain `keras.ops`; what differs is how Keras runs it. Each mechanism says in
-its first line what it buys, measured (2 cores, AMD EPYC unless named; the
-README's Benchmarks section has the runs):
-
-- `auto_jit_compile`: XLA on TensorFlow's CPU too (`kzoo.backend.tensorflow`).
-- `multi_tensor_base`: kzoo's Adam subclasses get a fused step on torch
-  (`kzoo.backend.torch`).
-- `inference_function`: beam search compiled with XLA on TensorFlow, without
-  autograd on torch.
-- `build_optimizer_before_fit`: one trace of TensorFlow's first train step.
-- `keep_state_on_error`: a model stays usable after a failed call on JAX
-  (`kzoo.backend.jax`).
-- `dropout_uniform`: dropout's numbers from XLA's ThreeFry op where XLA compiles.
-- `checked_before_step`, `is_concrete`: kzoo's id and length checks
-  (`kzoo.backend.checks`).
-- `variable_length_batches`, `map_predictions`: what Keras' trainers expect,
-  per backend.
-
+plain `keras.ops`. Each function's first sentence says what it buys, as
+measured (2 CPU cores, AMD EPYC unless named; README, Benchmarks).
 `import kzoo` changes no process state (file descriptors, `gc`, environment
-variables, TensorFlow's or JAX's configuration) except on the torch backend,
-where `set_torch_threads` sets torch's intra-op thread count.
+variables, TensorFlow's or JAX's configuration) but torch's intra-op thread
+count on the torch backend (`set_torch_threads`).
 
 Private APIs and internal behaviour used (checked with keras 3.15.1,
 tensorflow 2.21.0, jax 0.10.2, torch 2.13.0)
@@ -61,17 +45,11 @@ def set_torch_threads():
     (two threads 3.4x slower than one on 2 busy cores, 2026-11-27): on the
     torch backend, torch's intra-op threads set to one less than the CPUs the
     process may use (at most torch's default, at least one), and moved by
-    `fit`/`evaluate`/`predict` to the faster count for the load
+    `fit`/`predict` to the faster count for the load
     (`kzoo.backend.torch_threads`), unless `OMP_NUM_THREADS` or
     `MKL_NUM_THREADS` is set. Run once by `import kzoo`, the only process
     state it changes; `torch.set_num_threads(n)` afterwards keeps n. Returns
-    the count, None elsewhere.
-
-    Example:
-
-    >>> import torch
-    >>> set_torch_threads() in (None, torch.get_num_threads())
-    True
+    the count, None elsewhere (tests/backend/test_setup.py).
     """
     import keras  # noqa: PLC0415
 
@@ -81,26 +59,13 @@ def set_torch_threads():
 
     if not any(os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
         most = torch_module.get_num_threads()
-        torch_threads.start(max(1, min(most, available_cpus() - 1)), most)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        torch_threads.start(max(1, min(most, cpus - 1)), most)
     return torch_module.get_num_threads()
 
 
-def available_cpus():
-    """The CPUs this process may run on (its affinity mask), else all of them.
-
-    Example:
-
-    >>> available_cpus() >= 1
-    True
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _backend():
-    import keras  # noqa: PLC0415 (after set_up_process: on tensorflow, keras imports TensorFlow)
+    import keras  # noqa: PLC0415
 
     return keras.backend.backend()
 
@@ -108,19 +73,23 @@ def _backend():
 def auto_jit_compile(model, keras_choice):
     """Buys bert_small training 1.3x faster on TensorFlow's CPU (529 vs 403
     tokens/s with `jit_compile=False`, 2026-11-22): kzoo's `jit_compile="auto"`
-    is XLA wherever Keras could compile on TensorFlow (unless
-    `KZOO_XLA_ON_TENSORFLOW=0`), elsewhere `keras_choice()`, Keras' own.
+    is XLA on TensorFlow wherever Keras' own "auto" could compile (no
+    `tf.distribute` strategy, every layer `supports_jit`) unless
+    `KZOO_XLA_ON_TENSORFLOW=0` (the test suite's: compiles outweigh tiny
+    fits), elsewhere `keras_choice()`, Keras' own.
 
     Example:
 
     >>> import keras
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> xla = keras.backend.backend() == "tensorflow" and tensorflow.xla_on_tensorflow()
+    >>> xla = _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW") != "0"
     >>> auto_jit_compile(model, lambda: "Keras' choice") == (True if xla else "Keras' choice")
     True
     """
-    if _backend() == "tensorflow" and tensorflow.xla_on_tensorflow():
-        return tensorflow.can_compile_with_xla(model)
+    if _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0":
+        if getattr(model, "_distribute_strategy", None):
+            return False
+        return all(layer.supports_jit for layer in model._flatten_layers())
     return keras_choice()
 
 
@@ -154,10 +123,14 @@ def inference_function(function):
     9.0
     """
     backend = _backend()
-    if backend == "tensorflow":
-        return tensorflow.compiled_for_inference(function)
+    if backend == "tensorflow":  # non-tensor arguments are static; variables are read when called
+        import tensorflow as tf  # noqa: PLC0415
+
+        return tf.function(function, jit_compile=True, reduce_retracing=True)
     if backend == "torch":
-        return torch.without_autograd(function)
+        import torch as torch_module  # noqa: PLC0415
+
+        return torch_module.no_grad()(function)
     return function
 
 
@@ -202,21 +175,13 @@ def with_thread_tuning(callbacks):
     `callbacks` with `kzoo.backend.torch_threads`' timing callback added on
     torch while kzoo sets the count; Keras' own `CallbackList` (the
     validation pass of a `fit`) and other backends get `callbacks` as is.
-
-    Example:
-
-    >>> callbacks = with_thread_tuning(None)
-    >>> callbacks is None or [type(c).__name__ for c in callbacks] == ["ThreadTuning"]
-    True
     """
     import keras  # noqa: PLC0415
 
     if _backend() != "torch" or isinstance(callbacks, keras.callbacks.CallbackList):
         return callbacks
     tuning = torch_threads.tuning_callback()
-    if tuning is None:
-        return callbacks
-    return [*(callbacks or []), tuning]
+    return callbacks if tuning is None else [*(callbacks or []), tuning]
 
 
 def checked_before_step():
@@ -239,8 +204,7 @@ def build_optimizer_before_fit(model):
     """Buys a tiny classifier's first TensorFlow `fit` 11.4 -> 4.6 s
     (2026-11-25): `model.optimizer` built before `fit`, where Keras builds it
     inside the first traced step (no `tf.distribute` strategy) and TensorFlow
-    traces that step twice (`kzoo.backend.tensorflow.build_optimizer`); Keras
-    builds it before the step on JAX and torch.
+    traces that step twice; Keras builds it before the step on JAX and torch.
 
     Example:
 
@@ -249,8 +213,11 @@ def build_optimizer_before_fit(model):
     >>> model.compile(optimizer="adam", loss="mse")
     >>> build_optimizer_before_fit(model)
     """
-    if _backend() == "tensorflow":
-        tensorflow.build_optimizer(model)
+    optimizer = getattr(model, "optimizer", None)
+    if _backend() != "tensorflow" or optimizer is None or optimizer.built or not model.built:
+        return
+    if not getattr(model, "_distribute_strategy", None):
+        optimizer.build(model.trainable_weights)
 
 
 def keep_state_on_error(model):
@@ -281,13 +248,6 @@ def dropout_uniform(shape, seed_generator):
     (`kzoo.layers.Dropout`) from `seed_generator`, by XLA's own ThreeFry op
     there (`tensorflow.uniform_in_xla`, `jax.uniform_threefry`), by
     `keras.random.uniform` elsewhere.
-
-    Example:
-
-    >>> import keras
-    >>> draws = keras.ops.convert_to_numpy(dropout_uniform((1000,), keras.random.SeedGenerator(0)))
-    >>> draws.dtype.name, bool(0 <= draws.min() and draws.max() < 1), bool(0.45 < draws.mean() < 0.55)
-    ('float32', True, True)
     """
     if _backend() == "tensorflow" and tensorflow.in_xla_compilation():
         return tensorflow.uniform_in_xla(shape, seed_generator.next())

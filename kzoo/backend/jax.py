@@ -1,14 +1,7 @@
 """JAX: a model's weights kept when `fit`/`predict` fail, a failing check
-inside a compiled step, and dropout's random numbers from XLA's own ThreeFry
-op (`uniform_threefry`).
-
-Keras' JAX trainer detaches every variable's value while it runs (it passes
-the state to its compiled step functions and re-attaches it at the end). When
-the data raise mid-run (e.g. a bad label found by kzoo's tf.data checks), the
-values stay detached and the model is unusable afterwards ("'NoneType' object
-is not callable"). `restore_state_on_error` re-attaches them, through the
-private `variable._value`, `model._jax_state`, `model._jax_state_synced` and
-`model.jax_state_sync()` (see `kzoo.backend`).
+inside a compiled step, dropout's random numbers from XLA's ThreeFry op.
+Reads the private `variable._value`, `model._jax_state`,
+`model._jax_state_synced` and `model.jax_state_sync()` (see `kzoo.backend`).
 """
 
 import contextlib
@@ -24,9 +17,12 @@ def _all_variables(model):
 
 @contextlib.contextmanager
 def restore_state_on_error(model):
-    """Re-attaches `model`'s variables if the block raises: the state after the
-    last completed step (Keras keeps it as `model._jax_state`), or the values
-    from before the call if no step completed."""
+    """Re-attaches `model`'s variables if the block raises. Keras' JAX trainer
+    detaches every variable's value while it runs and re-attaches it at the
+    end; when the data raise mid-run they stay detached and the model is
+    unusable ("'NoneType' object is not callable"). Restores the state after
+    the last completed step (`model._jax_state`), or the values from before
+    the call if no step completed."""
     before = [(v, v._value) for v in _all_variables(model)]  # references, no copies
     try:
         yield
@@ -74,13 +70,6 @@ def uniform_threefry(shape, seed):
     AVX-512, 2 cores). `seed`: Keras' seed on JAX (a `SeedGenerator`'s two
     uint32 words), taken as the ThreeFry key with a zero counter. Each number
     has 23 random bits (a float32 mantissa).
-
-    Example:
-
-    >>> import jax.numpy as jnp
-    >>> draws = uniform_threefry((1000,), jnp.array([7, 0], "uint32"))
-    >>> draws.dtype.name, bool(0 <= draws.min() and draws.max() < 1), bool(0.45 < draws.mean() < 0.55)
-    ('float32', True, True)
     """
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415

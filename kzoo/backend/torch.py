@@ -1,7 +1,5 @@
-"""torch: a fused Adam step, inference without autograd.
+"""torch: a fused Adam step.
 
-Fused Adam
-----------
 Keras runs `keras.optimizers.Adam`/`AdamW` on torch with multi-tensor
 (`torch._foreach_*`) updates, but only for those exact classes: a subclass
 falls back to one Python-level update per variable, much slower for BERT's
@@ -57,18 +55,3 @@ class _FusedAdamStep:
             amsgrad=False,
             maximize=False,
         )
-
-
-def without_autograd(function):
-    """`function` run under `torch.no_grad()`: eager ops on trainable weights
-    would otherwise keep every decoding step's graph alive.
-
-    Example:
-
-    >>> import torch
-    >>> without_autograd(lambda x: x * 2)(torch.ones(1, requires_grad=True)).requires_grad
-    False
-    """
-    import torch  # noqa: PLC0415
-
-    return torch.no_grad()(function)

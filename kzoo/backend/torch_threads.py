@@ -1,5 +1,5 @@
-"""torch's intra-op thread count while kzoo's `fit`, `evaluate` and `predict`
-run on torch: the count that is fastest for the machine's load now.
+"""torch's intra-op thread count while kzoo's `fit` and `predict` run on
+torch: the count that is fastest for the machine's load now.
 
 Buys the faster of both on 2 cores: quiet, two threads trained bert_small
 1.86x faster than one (Intel Xeon, 2026-11-26); beside other work, two ran
@@ -15,27 +15,26 @@ machine (all cores) and a busy one (one core less). `start` (from
 times the steps (batch end to batch end, the input pipeline's share
 included), tries the other count for 3 steps, keeps the faster by 10%,
 leaves a count whose first step is twice as slow at once, and tries again
-after 20 s, then after waits that double up to 5 minutes. The count stays as the user
+after waits of 20 s that double up to 5 minutes. The count stays as the user
 set it: `OMP_NUM_THREADS` or `MKL_NUM_THREADS` (no tuning), a later
 `torch.set_num_threads(n)`, or `torch.use_deterministic_algorithms(True)`
 (sums over another count of threads can differ in the last bits).
 """
 
 import functools
+import statistics
 import time
 
 _state = {"set_by_kzoo": None, "choice": None}
 
 
 def start(count, most):
-    """Sets torch's threads to `count` and lets `fit`/`evaluate`/`predict` move
-    between `count` and torch's own `most`."""
+    """Sets torch's threads to `count`; `fit`/`predict` move between it and torch's own `most`."""
     set_threads(count)
     _state["choice"] = ThreadChoice(sorted({count, most}), count)
 
 
 def set_threads(count):
-    """`torch.set_num_threads(count)`, remembered as kzoo's own choice."""
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(count)
@@ -44,16 +43,7 @@ def set_threads(count):
 
 def tuning_active():
     """Whether kzoo may move torch's thread count now: it set the count
-    itself, nobody changed it since, and the user asked for no determinism.
-
-    Example:
-
-    >>> import torch
-    >>> torch.use_deterministic_algorithms(True)
-    >>> tuning_active()
-    False
-    >>> torch.use_deterministic_algorithms(False)
-    """
+    itself, nobody changed it since, and the user asked for no determinism."""
     import torch  # noqa: PLC0415
 
     choice = _state["choice"]
@@ -69,15 +59,6 @@ class ThreadChoice:
     """Which thread count runs the next step, from the measured time of each
     step (module docstring); `record` takes a step's seconds and returns the
     count for the next step.
-
-    Example:
-
-    >>> now = [0.0]
-    >>> choice = ThreadChoice([1, 2], 1, first_wait=0.0, clock=lambda: now[0])
-    >>> [choice.record(1.0) for _ in range(3)][-1]  # 3 steps of 1 s at 1 thread, then a try of 2
-    2
-    >>> [choice.record(0.6) for _ in range(3)][-1]  # 2 threads: 0.6 s a step; kept
-    2
     """
 
     def __init__(self, candidates, current, window=3, first_wait=20.0, longest_wait=320.0, margin=0.1,
@@ -106,7 +87,7 @@ class ThreadChoice:
                 self.untried = [count for count in self.candidates if count != self.current]
                 return self._try_next()
             return self.current
-        if len(timed) == 1 and seconds > 2 * _median(self.times[self.baseline]):
+        if len(timed) == 1 and seconds > 2 * statistics.median_high(self.times[self.baseline]):
             timed[0] = float("inf")  # much slower at once: not worth more steps
             return self._try_next()
         return self._try_next() if len(timed) == self.window else self.current
@@ -116,7 +97,7 @@ class ThreadChoice:
             self.current, self.trying = self.untried.pop(0), True
             self.times[self.current] = []
             return self.current
-        medians = {count: _median(times) for count, times in self.times.items()}
+        medians = {count: statistics.median_high(times) for count, times in self.times.items()}
         best = min(medians, key=medians.get)
         if medians[best] > (1 - self.margin) * medians[self.baseline]:
             best = self.baseline  # not clearly faster: stay
@@ -125,11 +106,6 @@ class ThreadChoice:
         self.current = self.baseline = best
         self.times, self.trying = {best: self.times[best]}, False
         return best
-
-
-def _median(values):
-    values = sorted(values)
-    return values[len(values) // 2] if values else float("inf")
 
 
 def tuning_callback():
@@ -143,11 +119,11 @@ def _callback_class():
     import keras  # noqa: PLC0415
 
     class ThreadTuning(keras.callbacks.Callback):
-        """Inside `fit`, the validation pass pauses the timing."""
+        """Times `fit`'s and `predict`'s steps; a standalone `evaluate` keeps the count."""
 
         def __init__(self, choice):
             super().__init__()
-            self.choice, self.last, self.in_fit, self.paused = choice, None, False, False
+            self.choice, self.last = choice, None
 
         def _restart(self, logs=None):
             self.choice.restart()
@@ -156,36 +132,16 @@ def _callback_class():
 
         def _step(self, batch, logs=None):
             now = time.perf_counter()
-            if self.last is not None and not self.paused:
+            if self.last is not None:
                 count = self.choice.record(now - self.last)
                 if count != _state["set_by_kzoo"]:
                     set_threads(count)
             self.last = now
 
-        def on_train_begin(self, logs=None):
-            self.in_fit = True
-            self._restart()
-
-        def on_train_end(self, logs=None):
-            self.in_fit = False
-            self._restart()
-
         def on_epoch_begin(self, epoch, logs=None):
-            self.last = None
+            self.last = None  # not across the validation pass
 
-        def on_test_begin(self, logs=None):
-            self.paused = self.in_fit
-            if not self.in_fit:
-                self._restart()
-
-        def on_test_end(self, logs=None):
-            self.paused = False
-            if self.in_fit:
-                self.last = None
-            else:
-                self._restart()
-
-        on_train_batch_end = on_test_batch_end = on_predict_batch_end = _step
-        on_predict_begin = on_predict_end = _restart
+        on_train_begin = on_train_end = on_predict_begin = on_predict_end = _restart
+        on_train_batch_end = on_predict_batch_end = _step
 
     return ThreadTuning
