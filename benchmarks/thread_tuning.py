@@ -1,5 +1,5 @@
-"""kzoo on torch, quiet and with a core kept busy: the thread count that
-follows the load (`kzoo.backend.torch_threads`) against fixed counts.
+"""kzoo on torch, quiet and with a core kept busy: kzoo's thread count
+(`kzoo.backend.set_torch_threads`) against fixed counts.
 
 Run by hand, never in tests:
 

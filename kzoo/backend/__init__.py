@@ -37,18 +37,17 @@ import os
 
 import numpy as np
 
-from kzoo.backend import jax, tensorflow, torch, torch_threads
+from kzoo.backend import jax, tensorflow, torch
 
 
 def set_torch_threads():
-    """Buys torch steps that do not collapse beside kzoo's `tf.data` threads
-    (two threads 3.4x slower than one on 2 busy cores, 2026-11-27): on the
-    torch backend, torch's intra-op threads set to one less than the CPUs the
-    process may use (at most torch's default, at least one), and moved by
-    `fit`/`predict` to the faster count for the load
-    (`kzoo.backend.torch_threads`), unless `OMP_NUM_THREADS` or
+    """Buys torch steps that do not collapse when kzoo's `tf.data` threads
+    or another process share the cores (two threads ran MiniLM fine-tuning
+    0.51x as fast as one beside a busy core, 2026-11-27): on the torch backend,
+    torch's intra-op threads set to one less than the CPUs the process may
+    use (at most torch's default, at least one), unless `OMP_NUM_THREADS` or
     `MKL_NUM_THREADS` is set. Run once by `import kzoo`, the only process
-    state it changes; `torch.set_num_threads(n)` afterwards keeps n. Returns
+    state it changes; `torch.set_num_threads(n)` afterwards sets n. Returns
     the count, None elsewhere (tests/backend/test_setup.py).
     """
     import keras  # noqa: PLC0415
@@ -58,9 +57,8 @@ def set_torch_threads():
     import torch as torch_module  # noqa: PLC0415
 
     if not any(os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
-        most = torch_module.get_num_threads()
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch_threads.start(max(1, min(most, cpus - 1)), most)
+        torch_module.set_num_threads(max(1, min(torch_module.get_num_threads(), cpus - 1)))
     return torch_module.get_num_threads()
 
 
@@ -168,20 +166,6 @@ def map_predictions(step_result, function):
         outputs, state = step_result
         return function(outputs), state
     return function(step_result)
-
-
-def with_thread_tuning(callbacks):
-    """Buys torch's faster thread count for the load (`set_torch_threads`):
-    `callbacks` with `kzoo.backend.torch_threads`' timing callback added on
-    torch while kzoo sets the count; Keras' own `CallbackList` (the
-    validation pass of a `fit`) and other backends get `callbacks` as is.
-    """
-    import keras  # noqa: PLC0415
-
-    if _backend() != "torch" or isinstance(callbacks, keras.callbacks.CallbackList):
-        return callbacks
-    tuning = torch_threads.tuning_callback()
-    return callbacks if tuning is None else [*(callbacks or []), tuning]
 
 
 def checked_before_step():

@@ -187,7 +187,7 @@ class Backbone(keras.Model):
             validation_data = batch_checks.checked(validation_data, self.input_limits())
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
-            return super().fit(x, y, batch_size, epochs, verbose, backend.with_thread_tuning(callbacks),
+            return super().fit(x, y, batch_size, epochs, verbose, callbacks,
                                validation_split, validation_data, shuffle, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", **kwargs):
@@ -195,7 +195,7 @@ class Backbone(keras.Model):
         `ValueError` (`check_examples`), ids and lengths as `input_limits` says."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         x = batch_checks.checked(x, self.input_limits())
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+        callbacks = kwargs.pop("callbacks", None)
         with batch_checks.reported(self):
             return super().evaluate(x, y, batch_size, verbose, callbacks=callbacks, **kwargs)
 
@@ -203,7 +203,7 @@ class Backbone(keras.Model):
         """`keras.Model.predict`, its inputs checked as in `evaluate`."""
         x = check_examples(x, None, type(self).__name__, batch_size)[0]
         x = batch_checks.checked(x, self.input_limits())
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+        callbacks = kwargs.pop("callbacks", None)
         with batch_checks.reported(self):
             return super().predict(x, batch_size, verbose, callbacks=callbacks, **kwargs)
 

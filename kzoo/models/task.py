@@ -327,7 +327,7 @@ class Task(keras.Model):
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(
-                **train, epochs=epochs, verbose=verbose, callbacks=backend.with_thread_tuning(callbacks),
+                **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
 
@@ -336,7 +336,7 @@ class Task(keras.Model):
         examples in memory in batches of similar lengths (as `fit`)."""
         if not self.compiled:
             self.compile()
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+        callbacks = kwargs.pop("callbacks", None)
         prepared = self._prepare(x, y, sample_weight, batch_size)[0]
         with batch_checks.reported(self):
             return super().evaluate(**prepared, verbose=verbose, callbacks=callbacks, **kwargs)
@@ -355,7 +355,7 @@ class Task(keras.Model):
                 # progress bar, 5 ms instead of 50 on TensorFlow.
                 outputs = keras.Model.predict_on_batch(self, prepared["x"])
             else:
-                callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
+                callbacks = kwargs.pop("callbacks", None)
                 outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose,
                                           callbacks=callbacks, **kwargs)
         if data is None:
