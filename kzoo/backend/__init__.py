@@ -1,8 +1,11 @@
 """Backend-specific code, in one marked place: one module per engine
 (`tensorflow`, `jax`, `torch`), whose heavy imports happen only when that
 engine runs, and the functions here that pick one. Model and layer code is
-plain `keras.ops`. Each function's first sentence says what it buys, as
-measured (2 CPU cores, AMD EPYC unless named; README, Benchmarks).
+plain `keras.ops`. Each mechanism that is not an adapter Keras needs
+(`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
+`inference_function`, `build_optimizer_before_fit`, `keep_state_on_error`,
+`dropout_uniform`) says in its first sentence what it buys, as measured (2
+CPU cores, AMD EPYC unless named; README, Benchmarks).
 `import kzoo` changes no process state (file descriptors, `gc`, environment
 variables, TensorFlow's or JAX's configuration) but torch's intra-op thread
 count on the torch backend (`set_torch_threads`).
