@@ -1,5 +1,5 @@
-"""kzoo on torch, quiet and with a core kept busy: the thread count that
-follows the load (`kzoo.backend.torch_threads`) against fixed counts.
+"""kzoo on torch, quiet and with a core kept busy: kzoo's thread count
+(`kzoo.backend.set_torch_threads`) against fixed counts.
 
 Run by hand, never in tests:
 
@@ -12,7 +12,7 @@ on the machine as it is, then while `--busy` processes spin (one core each):
 "tuned" is kzoo as a user gets it (no variable set), "1", "2", ... fix the
 count with OMP_NUM_THREADS. Prints tokens/s over the whole run (the tries
 included) with the count each run ended at, and the fraction of its quiet
-speed each setting keeps when busy (issue 21's target: at least 70%, no
+speed each setting keeps when busy (the target: at least 70%, no
 variable needed), with the CPU model and flags.
 """
 

@@ -31,13 +31,7 @@ Public API:
   KerasHub, which `from_preset` reads (and `save_to_preset` writes for Hugging Face).
 """
 
-# First: TensorFlow's logging, devices and the backend's threads are set up
-# before anything imports TensorFlow (kzoo.backend's docstring).
-from kzoo.backend import set_up_process as _set_up_process
-
-_set_up_process()
-
-from kzoo import checkpoints, data, distribution, layers  # noqa: E402
+from kzoo import checkpoints, data, distribution, layers
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
@@ -77,6 +71,9 @@ from kzoo.models.transformer import (
 from kzoo.presets import list_presets
 from kzoo import progress, visualize  # noqa: E402  (matplotlib is imported when a picture is drawn)
 from kzoo.version import __version__
+from kzoo.backend import set_torch_threads as _set_torch_threads
+
+_set_torch_threads()  # torch's intra-op threads: the one process setting of `import kzoo` (kzoo.backend)
 
 __all__ = [
     "BertAdamW",

@@ -27,9 +27,8 @@ if keras.backend.backend() == "torch":
     import torch
 
     # One intra-op thread on any machine, fixed: set before `import kzoo`, it is
-    # the most kzoo's start may use, so kzoo has no other count to try
-    # (kzoo.backend.torch_threads; tests/test_thread_tuning.py checks it), and
-    # results do not depend on the load. tests/run_all_backends.py runs the three
+    # the most kzoo sets (kzoo.backend.set_torch_threads), and results do not
+    # depend on the load. tests/run_all_backends.py runs the three
     # backends' pytest processes side by side on the same cores, where torch's
     # spin-waiting OpenMP workers made small steps ~10x slower.
     torch.set_num_threads(1)

@@ -1,13 +1,16 @@
 """kzoo's import graph, read from the source with `ast`: dependencies point
-one way (issue 17): models -> presets -> checkpoints, neither of the last two
-importing a model (they build the class they are given, or Keras's registered
-`kzoo>` class), and no module of either package is part of an import circle."""
+one way: the generic packages (layers, data, tokenizers) import no model
+family; models -> presets -> checkpoints, neither of the last two importing a
+model (they build the class they are given, or Keras's registered `kzoo>`
+class); no module is part of an import circle."""
 
 import ast
 import pathlib
 
+import pytest
 
 KZOO = pathlib.Path(__file__).resolve().parents[1] / "kzoo"
+pytestmark = pytest.mark.backend_independent  # reads source files: once (tests/conftest.py)
 
 
 def module_names(root, package):
@@ -136,6 +139,14 @@ def test_graph_covers_kzoo():
     assert {"kzoo", "kzoo.presets", "kzoo.checkpoints", "kzoo.checkpoints.huggingface"} <= GRAPH.keys()
     assert "kzoo.checkpoints.bert_weights" in GRAPH["kzoo.checkpoints.huggingface"]
     assert "kzoo.checkpoints" in GRAPH["kzoo.presets"]  # from_preset reads the checkpoint formats
+
+
+@pytest.mark.parametrize("package", ["kzoo.layers", "kzoo.data", "kzoo.tokenizers"])
+def test_generic_package_imports_no_model(package):
+    modules = sorted(m for m in GRAPH if _in(m, package))
+    assert modules
+    offending = {f"{m}: {t}" for m in modules for t in GRAPH[m] if _in(t, "kzoo.models")}
+    assert not offending, sorted(offending)
 
 
 def test_presets_and_checkpoints_import_no_model():

@@ -72,7 +72,7 @@ def ids_message(limit, low, high):
     Example:
 
     >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
-    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.'
+    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the ...
     """
     return (
         f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
@@ -147,7 +147,7 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
     >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
     Traceback (most recent call last):
     ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model.
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. ...
     """
     limit = IdsLimit(vocabulary_size, what, advice)
     if is_concrete(ids):
@@ -202,7 +202,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     >>> check_positions_fit(0, 600, 512, "position_embedding")
     Traceback (most recent call last):
     ...
-    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only max_sequence_length=512 positions. Truncate the inputs (`sequence_length` of the preprocessors) or build the model with a larger `max_sequence_length`.
+    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only ...
     """
     limit = LengthLimit(max_sequence_length, layer_name)
     end = start_index + sequence_length
@@ -235,7 +235,7 @@ def check_batch(inputs, limits, where=""):
     >>> check_batch({"token_ids": np.array([[1, 2], [1, 9]])}, {"token_ids": [IdsLimit(5, "token ids")]})
     Traceback (most recent call last):
     ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model. The first is in example 1 of the inputs (counting from 0).
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. ...
     """
     for name, value in inputs.items():
         values = np.asarray(value)

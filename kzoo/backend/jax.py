@@ -1,79 +1,10 @@
-"""JAX: the process set-up (no accelerator suggestion when only its CPU
-backend exists), a model's weights kept when `fit`/`predict` fail, and
-dropout's random numbers from XLA's own ThreeFry op (`uniform_threefry`).
-
-State recovery
---------------
-Keras' JAX trainer detaches every variable's value while it runs (it passes
-the state to its compiled step functions and re-attaches it at the end). When
-the data raise mid-run (e.g. a bad label found by kzoo's tf.data checks), the
-values stay detached and the model is unusable afterwards ("'NoneType' object
-is not callable"). `restore_state_on_error` re-attaches them, through the
-private `variable._value`, `model._jax_state`, `model._jax_state_synced` and
-`model.jax_state_sync()` (see `kzoo.backend`).
-
-Platforms
----------
-
-With no accelerator plugin installed (kzoo's `jax` extra installs the CPU
-jaxlib), JAX runs on the CPU whatever `JAX_PLATFORMS` says, but on a machine
-with an NVIDIA GPU or a TPU it logs "An NVIDIA GPU may be present on this
-machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu" at
-its first op. `cpu_when_only_cpu` names the CPU platform in that case, which
-skips the suggestion and changes nothing else. Undo with `JAX_PLATFORMS=""`
-(or any value) in the environment, or install an accelerator plugin.
+"""JAX: a model's weights kept when `fit`/`predict` fail, a failing check
+inside a compiled step, dropout's random numbers from XLA's ThreeFry op.
+Reads the private `variable._value`, `model._jax_state`,
+`model._jax_state_synced` and `model.jax_state_sync()` (see `kzoo.backend`).
 """
 
 import contextlib
-import importlib.metadata
-import importlib.util
-import os
-import pkgutil
-
-PLATFORMS_VARIABLE = "JAX_PLATFORMS"
-
-
-def only_cpu_installed():
-    """True when JAX can only run on the CPU: no PJRT plugin (`jax_plugins`
-    package or entry point, e.g. jax-cuda12-plugin), no libtpu, no plugin path
-    in the environment.
-
-    Example:
-
-    >>> isinstance(only_cpu_installed(), bool)
-    True
-    """
-    if os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS") or os.environ.get("TPU_LIBRARY_PATH"):
-        return False
-    if importlib.util.find_spec("libtpu") is not None:
-        return False
-    if importlib.util.find_spec("jax_plugins") is not None:
-        import jax_plugins  # noqa: PLC0415
-
-        if any(True for _ in pkgutil.iter_modules(jax_plugins.__path__)):
-            return False
-    return not importlib.metadata.entry_points(group="jax_plugins")
-
-
-def cpu_when_only_cpu():
-    """Sets JAX's platforms to "cpu" when `only_cpu_installed` and the user set
-    none (before JAX starts its backends; a no-op afterwards). Returns whether
-    it did.
-
-    Example:
-
-    >>> import jax, keras  # `import kzoo` ran it on the jax backend
-    >>> keras.backend.backend() != "jax" or not only_cpu_installed() or jax.config.jax_platforms == "cpu"
-    True
-    """
-    if PLATFORMS_VARIABLE in os.environ or not only_cpu_installed():
-        return False
-    import jax  # noqa: PLC0415
-
-    if jax.config.jax_platforms:
-        return False
-    jax.config.update("jax_platforms", "cpu")
-    return True
 
 
 def _all_variables(model):
@@ -86,9 +17,12 @@ def _all_variables(model):
 
 @contextlib.contextmanager
 def restore_state_on_error(model):
-    """Re-attaches `model`'s variables if the block raises: the state after the
-    last completed step (Keras keeps it as `model._jax_state`), or the values
-    from before the call if no step completed."""
+    """Re-attaches `model`'s variables if the block raises. Keras' JAX trainer
+    detaches every variable's value while it runs and re-attaches it at the
+    end; when the data raise mid-run they stay detached and the model is
+    unusable ("'NoneType' object is not callable"). Restores the state after
+    the last completed step (`model._jax_state`), or the values from before
+    the call if no step completed."""
     before = [(v, v._value) for v in _all_variables(model)]  # references, no copies
     try:
         yield
@@ -136,13 +70,6 @@ def uniform_threefry(shape, seed):
     AVX-512, 2 cores). `seed`: Keras' seed on JAX (a `SeedGenerator`'s two
     uint32 words), taken as the ThreeFry key with a zero counter. Each number
     has 23 random bits (a float32 mantissa).
-
-    Example:
-
-    >>> import jax.numpy as jnp
-    >>> draws = uniform_threefry((1000,), jnp.array([7, 0], "uint32"))
-    >>> draws.dtype.name, bool(0 <= draws.min() and draws.max() < 1), bool(0.45 < draws.mean() < 0.55)
-    ('float32', True, True)
     """
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415

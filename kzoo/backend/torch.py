@@ -1,7 +1,5 @@
-"""torch: a fused Adam step, inference without autograd.
+"""torch: a fused Adam step.
 
-Fused Adam
-----------
 Keras runs `keras.optimizers.Adam`/`AdamW` on torch with multi-tensor
 (`torch._foreach_*`) updates, but only for those exact classes: a subclass
 falls back to one Python-level update per variable, much slower for BERT's
@@ -10,11 +8,6 @@ faster base still: Keras' update as one `torch._fused_adam_` kernel (the one
 behind `torch.optim.Adam(fused=True)`), with epsilon rescaled per step so it
 computes `p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`.
 Weight decay stays Keras' own (decoupled, with its exclusions).
-
-Threads
--------
-torch's intra-op thread count is set, and then follows the load of the
-machine, in `kzoo.backend.torch_threads`.
 """
 
 
@@ -62,18 +55,3 @@ class _FusedAdamStep:
             amsgrad=False,
             maximize=False,
         )
-
-
-def without_autograd(function):
-    """`function` run under `torch.no_grad()`: eager ops on trainable weights
-    would otherwise keep every decoding step's graph alive.
-
-    Example:
-
-    >>> import torch
-    >>> without_autograd(lambda x: x * 2)(torch.ones(1, requires_grad=True)).requires_grad
-    False
-    """
-    import torch  # noqa: PLC0415
-
-    return torch.no_grad()(function)

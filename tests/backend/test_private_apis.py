@@ -48,8 +48,14 @@ def test_keras_jax_trainer_state():
 
 
 def test_tensorflow_xla_context_query():
+    import tensorflow as tf
+
+    from kzoo.backend.tensorflow import in_xla_compilation
+
     control_flow_util = importlib.import_module("tensorflow.python.ops.control_flow_util")
     assert callable(getattr(control_flow_util, "GraphOrParentsInXlaContext", None))
+    assert not in_xla_compilation() and not bool(tf.function(in_xla_compilation)())
+    assert bool(tf.function(in_xla_compilation, jit_compile=True)())
 
 
 def test_the_optimizer_state_names_the_fused_step_reads():
@@ -65,6 +71,6 @@ def test_backup_and_restore_metadata_file(tmp_path):
 
 
 def test_keras_layers_collect_garbage_per_dropped_variable():
-    """kzoo.backend.one_garbage_collection holds back the `gc.collect()` that
-    Keras runs for each variable a layer drops (int8 quantization)."""
+    """kzoo.models.quantization holds back the `gc.collect()` that Keras runs
+    for each variable a layer drops (int8 quantization)."""
     assert "gc.collect()" in inspect.getsource(keras.layers.Layer.__delattr__)
