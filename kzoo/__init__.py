@@ -31,7 +31,8 @@ Public API:
   KerasHub, which `from_preset` reads (and `save_to_preset` writes for Hugging Face).
 """
 
-from kzoo import checkpoints, data, distribution, layers
+from kzoo import checkpoints as checkpoints  # the formats `from_preset` reads
+from kzoo import data, distribution, layers
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
     BertAdamW,
@@ -69,8 +70,9 @@ from kzoo.models.transformer import (
     translate,
 )
 from kzoo.presets import list_presets
-from kzoo import progress, visualize  # noqa: E402  (matplotlib is imported when a picture is drawn)
-from kzoo.version import __version__
+from kzoo import progress as progress
+from kzoo import visualize  # matplotlib is imported when a picture is drawn
+from kzoo.version import __version__ as __version__
 from kzoo.backend import set_torch_threads as _set_torch_threads
 
 _set_torch_threads()  # torch's intra-op threads: the one process setting of `import kzoo` (kzoo.backend)
