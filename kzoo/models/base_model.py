@@ -173,7 +173,7 @@ class BaseModel(keras.Model):
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with batch_checks.reported(self):
             return super().fit(
-                **train, epochs=epochs, verbose=verbose, callbacks=backend.with_thread_tuning(callbacks),
+                **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
 
@@ -182,10 +182,9 @@ class BaseModel(keras.Model):
         examples in memory in batches of similar lengths (as `fit`)."""
         if self.compiles_itself and not self.compiled:
             self.compile()
-        callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
         prepared = self._prepare(x, y, sample_weight, batch_size)[0]
         with batch_checks.reported(self):
-            return super().evaluate(**prepared, verbose=verbose, callbacks=callbacks, **kwargs)
+            return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict` on checked data (a task's also raw text).
@@ -201,9 +200,7 @@ class BaseModel(keras.Model):
                 # progress bar, 5 ms instead of 50 on TensorFlow.
                 outputs = super().predict_on_batch(prepared["x"])
             else:
-                callbacks = backend.with_thread_tuning(kwargs.pop("callbacks", None))
-                outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose,
-                                          callbacks=callbacks, **kwargs)
+                outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
         if data is None:
             return outputs
         back = np.argsort(data.rows())  # the caller's order
