@@ -18,7 +18,7 @@ import pytest
 
 # kzoo compiles with XLA on TensorFlow's CPU by default (kzoo.backend.auto_jit_compile); the
 # suite's many short fits of tiny models spend more on XLA compiles than they
-# save (1.7x the CPU time on the BERT task tests). tests/test_fast_paths.py
+# save (1.7x the CPU time on the BERT task tests). tests/backend/test_fast_paths.py
 # turns it back on to test the default.
 os.environ.setdefault("KZOO_XLA_ON_TENSORFLOW", "0")
 
