@@ -62,11 +62,16 @@ With `--distributed`, fine-tunes on every device and host with
 with the global batch `--batch-size`. See docs/guides/distributed.md.
 """
 
-import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+import os
+
+# TensorFlow prints C++ start-up lines (oneDNN, CUDA probes) that report nothing wrong: this script
+# hides them unless you set TF_CPP_MIN_LOG_LEVEL yourself (0 shows everything).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import kzoo
 
 import argparse
 import collections
-import os
 import sys
 import time
 

@@ -34,7 +34,13 @@ TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
 (the paper's 256 on TPU pods, A.2). See docs/guides/distributed.md.
 """
 
-import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+import os
+
+# TensorFlow prints C++ start-up lines (oneDNN, CUDA probes) that report nothing wrong: this script
+# hides them unless you set TF_CPP_MIN_LOG_LEVEL yourself (0 shows everything).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import kzoo
 
 import argparse
 import collections

@@ -36,10 +36,15 @@ steps, in about a minute, and saves under the system temp dir (see
 example_runs.py).
 """
 
-import kzoo  # first: it sets up logging and threads before TensorFlow loads (keras imports it)
+import os
+
+# TensorFlow prints C++ start-up lines (oneDNN, CUDA probes) that report nothing wrong: this script
+# hides them unless you set TF_CPP_MIN_LOG_LEVEL yourself (0 shows everything).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import kzoo
 
 import argparse
-import os
 import time
 
 import keras
