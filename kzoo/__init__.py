@@ -22,6 +22,9 @@ Public API:
   `kzoo.LabelSmoothedCrossEntropy`, `kzoo.CheckpointAveraging`), greedy and
   beam search (`Transformer.generate`, `kzoo.translate` on raw text) and
   `kzoo.corpus_bleu`.
+- `kzoo.BertTextEmbedder`: sentence embeddings (Sentence-BERT pooling) for
+  semantic search (`kzoo.semantic_search`, `kzoo.cosine_similarity`), trained
+  with `kzoo.MultipleNegativesRankingLoss`.
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
@@ -46,6 +49,7 @@ from kzoo.models.bert import (
     BertPretrainer,
     BertQuestionAnswerer,
     BertQuestionAnswererPreprocessor,
+    BertTextEmbedder,
     BertTokenClassifier,
     BertTokenClassifierPreprocessor,
     BertTokenizer,
@@ -69,6 +73,7 @@ from kzoo.models.transformer import (
     transformer_optimizer,
     translate,
 )
+from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
 from kzoo.presets import list_presets
 from kzoo import progress as progress
 from kzoo import visualize  # matplotlib is imported when a picture is drawn
@@ -89,12 +94,14 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
+    "BertTextEmbedder",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",
     "CheckpointAveraging",
     "LabelSmoothedCrossEntropy",
     "LinearWarmupLinearDecay",
+    "MultipleNegativesRankingLoss",
     "Transformer",
     "TransformerPreprocessor",
     "TransformerSchedule",
@@ -103,6 +110,7 @@ __all__ = [
     "bert_finetuning_optimizer",
     "bert_pretraining_optimizer",
     "corpus_bleu",
+    "cosine_similarity",
     "data",
     "distribution",
     "entity_f1",
@@ -111,6 +119,7 @@ __all__ = [
     "list_presets",
     "perplexity",
     "pretraining_phases",
+    "semantic_search",
     "squad_metrics",
     "transformer_optimizer",
     "translate",

@@ -132,13 +132,23 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
     else:
         dtype = {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
         backbone = _registered("BertBackbone")(**source.backbone_config, **dtype)
-        if any(source.has_head(head) for head in task.heads):
+        if not task.heads or any(source.has_head(head) for head in task.heads):
             kwargs = {**_head_arguments(cls, source.head_config, kwargs), **kwargs}
+        if _takes(cls, "pooling") and source.head_config.get("unsupported"):
+            raise ValueError(
+                f"{source.location!r} is a sentence-transformers model with "
+                f"{', '.join(source.head_config['unsupported'])}, which kzoo's {cls.__name__} does not "
+                "build (it pools the token states, then normalises). Load its encoder with "
+                "kzoo.BertBackbone.from_preset and add the rest yourself."
+            )
         part = next((p for p in ("preprocessor", "tokenizer") if _takes(cls, p)), None)
         if part and part not in kwargs and source.tokenizer_config is not None:
             kwargs[part] = tokenizer_from(source, {})
         model = cls(backbone=backbone, **kwargs)
     assign_weights(model, _rows_to_load(name, task, backbone, source), source, progress)
+    length = source.head_config.get("sequence_length")  # sentence-transformers' max_seq_length
+    if length and _takes(cls, "pooling") and getattr(model, "preprocessor", None) is not None:
+        model.set_sequence_length(min(length, backbone.max_sequence_length))
     return model
 
 

@@ -227,6 +227,7 @@ class TaskHeads:
 TASKS = {
     "BertBackbone": TaskHeads((), "BertModel"),
     "BertFeatureExtractor": TaskHeads((), "BertModel"),
+    "BertTextEmbedder": TaskHeads((), "BertModel", uses_pooler=False),
     "BertPretrainer": TaskHeads((MLM, NSP), "BertForPreTraining"),
     "BertMaskedLM": TaskHeads((MLM,), "BertForMaskedLM", uses_pooler=False),
     "BertClassifier": TaskHeads(

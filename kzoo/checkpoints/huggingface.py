@@ -20,6 +20,7 @@ import safetensors.numpy
 from tqdm.auto import tqdm
 
 from kzoo import atomic
+from kzoo.checkpoints import sentence_transformers
 from kzoo.checkpoints.bert_weights import POOLER, CheckpointSource, encoder_rows, task_for
 
 HF_PREFIX = "hf://"
@@ -33,6 +34,7 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 DOWNLOADED = (
     CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
     "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json", "metadata.json", "assets/*",
+    sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*",
 )
 # Hugging Face `hidden_act` -> kzoo activation: "gelu" is the exact erf GELU,
 # "gelu_new", "gelu_fast" and "gelu_pytorch_tanh" the tanh approximation.
@@ -152,7 +154,7 @@ def open_checkpoint(path):
         shapes=shapes,
         read=read,
         architectures=tuple((config or {}).get("architectures") or ()),
-        head_config=_head_config(config or {}),
+        head_config={**_head_config(config or {}), **sentence_transformers.read(directory)},
     )
 
 
@@ -373,7 +375,7 @@ def save(model, path, tokenizer=None, progress=False):
         for prefix, row in tqdm(rows, desc="Writing tensors", unit="tensor", disable=not progress)
     }
     directory = os.path.expanduser(os.fspath(path))
-    ours = {CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_CONFIG_FILE}
+    ours = {CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_CONFIG_FILE, *sentence_transformers.WRITTEN}
     foreign = sorted(set(os.listdir(directory)) - ours) if os.path.isdir(directory) else []
     if os.path.exists(directory) and not os.path.isdir(directory) or foreign:
         raise ValueError(
@@ -387,6 +389,8 @@ def save(model, path, tokenizer=None, progress=False):
         safetensors.numpy.save_file(tensors, os.path.join(scratch, SAFETENSORS_FILE), metadata={"format": "pt"})
         if tokenizer is not None:
             _write_tokenizer(tokenizer, scratch, config["max_position_embeddings"])
+        if name == "BertTextEmbedder":  # so that sentence-transformers loads it as it is
+            sentence_transformers.write(model, scratch)
 
 
 def _config_from(model, backbone, task, tokenizer):

@@ -27,7 +27,8 @@ from kzoo.checkpoints.huggingface import unavailable_error
 # The fields each source's "weights" entry must have.
 SOURCE_FIELDS = {"huggingface": ("repository", "license"), "package": ("package", "archive", "extra", "license")}
 # Files fetched from a Hugging Face repository (pytorch_model.bin only when it has no model.safetensors).
-HF_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
+HF_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+            "modules.json", "sentence_bert_config.json", "1_Pooling/*")  # the last three: sentence-transformers' own
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 HF_VOCABULARIES = ("vocab.txt", "tokenizer.json")
 

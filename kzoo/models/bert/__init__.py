@@ -19,6 +19,7 @@ from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
 from kzoo.models.bert.bert_question_answerer import BertQuestionAnswerer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
 from kzoo.models.bert.bert_squad_metrics import squad_metrics
+from kzoo.models.bert.bert_text_embedder import BertTextEmbedder
 from kzoo.models.bert.bert_token_classifier import BertTokenClassifier
 from kzoo.models.bert.bert_token_classifier_preprocessor import BertTokenClassifierPreprocessor
 from kzoo.models.bert.bert_tokenizer import BertTokenizer
@@ -36,6 +37,7 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
+    "BertTextEmbedder",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",

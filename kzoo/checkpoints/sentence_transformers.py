@@ -1,0 +1,113 @@
+"""The sentence-transformers files beside a Hugging Face BERT directory: which
+pooling and normalisation turn its token states into a sentence embedding,
+and the length it truncates texts to. Read into `kzoo.BertTextEmbedder`'s
+arguments; written with it, so that `SentenceTransformer(directory)` loads it.
+
+| file                        | what kzoo reads or writes                                |
+|-----------------------------|----------------------------------------------------------|
+| `modules.json`              | the modules: Transformer, Pooling, Normalize (optional)  |
+| `1_Pooling/config.json`     | the pooling mode (`pooling_mode`, or the older booleans) |
+| `sentence_bert_config.json` | `max_seq_length`, the preprocessor's `sequence_length`   |
+"""
+
+import json
+import os
+
+MODULES_FILE = "modules.json"
+SETTINGS_FILE = "sentence_bert_config.json"
+WRITTEN = (MODULES_FILE, SETTINGS_FILE, "config_sentence_transformers.json", "1_Pooling", "2_Normalize")
+# sentence-transformers' older Pooling config: one boolean per mode.
+MODE_FLAGS = {
+    "pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken",
+}
+KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
+
+
+def read(directory):
+    """The embedder arguments a sentence-transformers directory fixes:
+    `pooling`, `normalize`, `sequence_length` (if it says), and `unsupported`,
+    the modules kzoo does not build (a `Dense` projection, ...). `{}` for a
+    directory without `modules.json`.
+
+    Example:
+
+    >>> import json, os, tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> os.mkdir(os.path.join(path, "1_Pooling"))
+    >>> json.dump([{"path": "", "type": "sentence_transformers.models.Transformer"},
+    ...            {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}],
+    ...           open(os.path.join(path, "modules.json"), "w"))
+    >>> json.dump({"pooling_mode_cls_token": True}, open(os.path.join(path, "1_Pooling", "config.json"), "w"))
+    >>> read(path)
+    {'pooling': 'cls', 'normalize': False}
+    """
+    path = os.path.join(directory, MODULES_FILE)
+    if not os.path.isfile(path):
+        return {}
+    modules = _json(path)
+    kinds = [module.get("type", "").rsplit(".", 1)[-1] for module in modules]
+    found = {"pooling": "mean", "normalize": "Normalize" in kinds}
+    unsupported = [kind for kind in kinds if kind not in KNOWN_MODULES]
+    if "Pooling" not in kinds:
+        unsupported.append("no Pooling module (its output is token states, not one vector per text)")
+    if kinds[:1] != ["Transformer"] or any(m.get("path") for m, k in zip(modules, kinds) if k == "Transformer"):
+        unsupported.append("a Transformer module that is not the directory itself")
+    for module, kind in zip(modules, kinds):
+        if kind == "Pooling":
+            modes = _pooling_modes(_json(os.path.join(directory, module["path"], "config.json")))
+            if len(modes) != 1:
+                unsupported.append(f"Pooling with modes {modes}")
+            found["pooling"] = modes[0] if modes else "mean"
+    settings = os.path.join(directory, SETTINGS_FILE)
+    length = _json(settings).get("max_seq_length") if os.path.isfile(settings) else None
+    if length:
+        found["sequence_length"] = int(length)
+    if unsupported:
+        found["unsupported"] = unsupported
+    return found
+
+
+def _pooling_modes(config):
+    mode = config.get("pooling_mode")
+    if mode is not None:
+        return [mode] if isinstance(mode, str) else list(mode)
+    return [name for flag, name in MODE_FLAGS.items() if config.get(flag)]
+
+
+def _json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write(embedder, directory):
+    """Writes `embedder`'s sentence-transformers files into `directory` (a Hugging
+    Face BERT directory), in the layout every sentence-transformers version reads.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from kzoo import BertTextEmbedder
+    >>> path = tempfile.mkdtemp()
+    >>> write(BertTextEmbedder.from_preset("bert_tiny", load_weights=False), path)
+    >>> read(path)
+    {'pooling': 'mean', 'normalize': True}
+    """
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if embedder.normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        os.makedirs(os.path.join(directory, "2_Normalize"), exist_ok=True)
+    os.makedirs(os.path.join(directory, "1_Pooling"), exist_ok=True)
+    pooling = {"word_embedding_dimension": embedder.backbone.hidden_dim}
+    pooling.update({flag: embedder.pooling == name for flag, name in MODE_FLAGS.items()})
+    files = {MODULES_FILE: modules, os.path.join("1_Pooling", "config.json"): pooling,
+             "config_sentence_transformers.json": {"similarity_fn_name": "cosine"}}
+    if embedder.preprocessor is not None:
+        files[SETTINGS_FILE] = {"max_seq_length": embedder.preprocessor.sequence_length, "do_lower_case": False}
+    for name, content in files.items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            json.dump(content, f, indent=2)

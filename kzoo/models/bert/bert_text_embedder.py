@@ -1,0 +1,285 @@
+"""Sentence embeddings from BERT: token states pooled into one vector per text
+(Reimers & Gurevych, 2019, "Sentence-BERT", sec. 3), trained with in-batch
+negatives (`kzoo.MultipleNegativesRankingLoss`), for semantic search."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from kzoo import backend
+from kzoo.models import batch_checks
+from kzoo.models.batching import LengthBatches
+from kzoo.models.bert.bert_backbone import bert_inputs
+from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
+from kzoo.models.input_checks import to_tensors
+from kzoo.models.task import Task
+
+POOLING = ("mean", "cls", "max", "mean_sqrt_len_tokens")  # sentence-transformers' names
+
+
+class SentencePooling(keras.layers.Layer):
+    """One vector per text from its token states, over the real tokens only
+    (Sentence-BERT sec. 3: MEAN, CLS and MAX), optionally of unit length.
+
+    `"mean"` averages the states where `padding_mask` is 1, `"cls"` takes the
+    `[CLS]` state, `"max"` the largest value of each feature over the real
+    tokens, `"mean_sqrt_len_tokens"` the sum over sqrt(length); as
+    sentence-transformers' `Pooling` module, in float32.
+
+    Args:
+        mode: str. One of `"mean"`, `"cls"`, `"max"`, `"mean_sqrt_len_tokens"`.
+            Defaults to `"mean"`.
+        normalize: bool. Divide by the L2 norm (sentence-transformers'
+            `Normalize` module). Defaults to `True`.
+        **kwargs: `keras.layers.Layer` arguments (`name`).
+
+    Call arguments:
+        states: float tensor `(batch, sequence, hidden)`.
+        padding_mask: int or bool tensor `(batch, sequence)`, 1 at real tokens.
+
+    Example:
+
+    >>> import numpy as np
+    >>> states = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")
+    >>> SentencePooling("mean", normalize=False)(states, np.array([[1, 1, 0]])).tolist()
+    [[2.0, 3.0]]
+    """
+
+    def __init__(self, mode="mean", normalize=True, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        if mode not in POOLING:
+            raise ValueError(f"Unknown pooling {mode!r}: choose one of {list(POOLING)} (Sentence-BERT sec. 3).")
+        self.mode, self.normalize = mode, bool(normalize)
+
+    def call(self, states, padding_mask):
+        states = ops.cast(states, "float32")
+        mask = ops.expand_dims(ops.cast(padding_mask, "float32"), -1)
+        if self.mode == "cls":
+            pooled = states[:, 0]
+        elif self.mode == "max":
+            pooled = ops.max(ops.where(mask > 0, states, -1e30), axis=1)
+        else:
+            count = ops.maximum(ops.sum(mask, axis=1), 1e-9)
+            pooled = ops.sum(states * mask, axis=1) / (count if self.mode == "mean" else ops.sqrt(count))
+        if self.normalize:  # torch.nn.functional.normalize's epsilon
+            pooled = pooled / ops.maximum(ops.sqrt(ops.sum(ops.square(pooled), axis=-1, keepdims=True)), 1e-12)
+        return pooled
+
+    def compute_output_shape(self, states_shape, padding_mask_shape=None):
+        return (states_shape[0], states_shape[-1])
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode, "normalize": self.normalize}
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertTextEmbedder(Task):
+    """Sentence embeddings from BERT, for semantic search, clustering and
+    deduplication (Sentence-BERT, Reimers & Gurevych 2019, sec. 3).
+
+    The backbone's final token states are pooled over the real tokens (mean,
+    `[CLS]` or max; `kzoo.models.bert.bert_text_embedder.SentencePooling`) and,
+    with `normalize`, scaled to unit length, so the dot product of two
+    embeddings is their cosine similarity. `from_preset` of a
+    sentence-transformers checkpoint (`all_minilm_l6_v2`, or a directory with
+    its `modules.json`) reads the pooling, the normalisation and the maximum
+    length from the checkpoint's own files; `encode` then gives the vectors
+    `sentence_transformers.SentenceTransformer(...).encode` gives.
+
+    `fit((anchors, positives))` trains with in-batch negatives
+    (`kzoo.MultipleNegativesRankingLoss`, scale 20), or with hard negatives
+    as a third column; `compile()` with no arguments uses BERT's fine-tuning
+    optimizer at sentence-transformers' learning rate of 2e-5.
+
+    Args:
+        backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
+        pooling: str. `"mean"`, `"cls"`, `"max"` or `"mean_sqrt_len_tokens"`.
+            Defaults to `"mean"`.
+        normalize: bool. Unit-length embeddings. Defaults to `True`.
+        preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
+            With one, `encode`, `fit` and `predict` take raw text. Defaults to `None`.
+        **kwargs: `keras.Model` arguments (`name`, `trainable`).
+
+    Call arguments:
+        inputs: dict. `token_ids`, `segment_ids` and `padding_mask`, each
+            `(batch, sequence_length)`.
+
+    Returns:
+        float32 embeddings `(batch, hidden_dim)`.
+
+    Example:
+
+    >>> from kzoo import BertBackbone, BertTokenizer
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "cat", "dog", "sat"]
+    >>> backbone = BertBackbone(vocabulary_size=len(vocabulary), num_layers=1,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16)
+    >>> embedder = BertTextEmbedder(backbone, preprocessor=BertTokenizer(vocabulary))
+    >>> vectors = embedder.encode(["a cat sat", "a dog sat", "a dog"])
+    >>> vectors.shape, bool(abs((vectors ** 2).sum(axis=1) - 1).max() < 1e-5)
+    ((3, 8), True)
+    >>> scores, indices = embedder.search(["a cat"], vectors, top_k=2)
+    >>> indices.shape
+    (1, 2)
+    >>> history = embedder.fit((["a cat", "a dog"], ["a cat sat", "a dog sat"]), epochs=1, verbose=0)
+    """
+
+    preprocessor_class = BertPreprocessor
+
+    def __init__(self, backbone, pooling="mean", normalize=True, preprocessor=None, **kwargs):
+        # === Layers ===
+        pool = SentencePooling(pooling, normalize, name="sentence_pooling")
+        # === Functional model ===
+        inputs = bert_inputs()
+        states = backbone(inputs)["sequence_output"]  # (batch, seq, H)
+        outputs = pool(states, inputs["padding_mask"])  # (batch, H)
+        super().__init__(inputs, outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
+        self.pooling = pooling
+        self.normalize = normalize
+        self.sentence_pooling = pool
+
+    # === The recipe ===
+
+    def default_optimizer(self, total_steps=None):
+        return bert_finetuning_optimizer(total_steps, learning_rate=2e-5)  # sentence-transformers' rate
+
+    def default_loss(self):
+        return MultipleNegativesRankingLoss(scale=20.0)
+
+    def unused_variables(self):
+        """No embedding reads the `[CLS]` pooler (`kzoo.models.Task.unused_variables`)."""
+        return self.backbone.pooled_dense.weights if hasattr(self, "backbone") else []
+
+    # === Embeddings ===
+
+    def encode(self, texts, batch_size=32, verbose="auto"):
+        """The embeddings of `texts`, in their order, as a NumPy array.
+
+        Texts run in batches of similar lengths, each padded only as far as
+        its longest text needs; a text longer than the preprocessor's
+        `sequence_length` is truncated, as sentence-transformers truncates at
+        its `max_seq_length`.
+
+        Args:
+            texts: list of str (or a NumPy array / `tf.string` tensor). The texts.
+            batch_size: int. Texts per batch. Defaults to `32`.
+            verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
+
+        Returns:
+            float32 NumPy array `(len(texts), hidden_dim)`.
+
+        Example:
+
+        >>> from kzoo import BertTextEmbedder
+        >>> embedder = BertTextEmbedder.from_preset("bert_tiny", load_weights=False)
+        >>> embedder.encode({"token_ids": [[2, 7, 3]]}, verbose=0).shape
+        (1, 128)
+        """
+        if isinstance(texts, tuple):
+            raise ValueError(
+                "encode embeds one text per row: pass a list of strings. A tuple (anchors, positives) "
+                "is what `fit` trains on."
+            )
+        return np.asarray(keras.ops.convert_to_numpy(self.predict(texts, batch_size=batch_size, verbose=verbose)))
+
+    def similarity(self, texts_a, texts_b, batch_size=32):
+        """The cosine similarity of every text of `texts_a` with every text of `texts_b`.
+
+        Args:
+            texts_a: list of str, or embeddings `(n, dim)`.
+            texts_b: list of str, or embeddings `(m, dim)`.
+            batch_size: int. Texts per batch. Defaults to `32`.
+
+        Returns:
+            float32 NumPy array `(n, m)`.
+
+        Example:
+
+        >>> from kzoo import BertTextEmbedder
+        >>> embedder = BertTextEmbedder.from_preset("bert_tiny", load_weights=False)
+        >>> embedder.similarity({"token_ids": [[2, 7, 3]]}, {"token_ids": [[2, 7, 3], [2, 9, 3]]}).shape
+        (1, 2)
+        """
+        return cosine_similarity(*(self._embedded(texts, batch_size) for texts in (texts_a, texts_b)))
+
+    def search(self, queries, corpus, top_k=10, batch_size=32):
+        """Exact top-k semantic search: the `top_k` texts of `corpus` most
+        similar to each query, best first (`kzoo.semantic_search`).
+
+        Encode a large corpus once (`encode`) and pass its embeddings: the
+        search then scores it in chunks, with memory bounded by the chunks.
+
+        Args:
+            queries: list of str, or query embeddings `(q, dim)`.
+            corpus: list of str, or corpus embeddings `(n, dim)` (from `encode`).
+            top_k: int. Results per query. Defaults to `10`.
+            batch_size: int. Texts per batch when encoding. Defaults to `32`.
+
+        Returns:
+            `(scores, indices)`: NumPy arrays `(q, min(top_k, n))`; `indices`
+            are rows of `corpus`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from kzoo import BertTextEmbedder
+        >>> embedder = BertTextEmbedder.from_preset("bert_tiny", load_weights=False)
+        >>> corpus = embedder.encode({"token_ids": [[2, 7, 3], [2, 9, 3]]}, verbose=0)
+        >>> embedder.search({"token_ids": [[2, 9, 3]]}, corpus, top_k=1)[1].tolist()
+        [[1]]
+        """
+        return semantic_search(self._embedded(queries, batch_size), self._embedded(corpus, batch_size), top_k)
+
+    def _embedded(self, texts, batch_size):
+        is_embeddings = isinstance(texts, np.ndarray) and texts.dtype.kind == "f" and texts.ndim == 2
+        return texts if is_embeddings else self.encode(texts, batch_size=batch_size, verbose=0)
+
+    # === Data: (anchors, positives[, negatives]) for the contrastive loss ===
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        if isinstance(x, tuple):
+            raise ValueError(
+                "BertTextEmbedder.predict embeds one text per row: pass a list of strings. A tuple "
+                "(anchors, positives[, negatives]) is what `fit` and `evaluate` take."
+            )
+        return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+        if not isinstance(x, tuple):
+            return super()._prepare(x, y, sample_weight, batch_size, order, seed)
+        owner = type(self).__name__
+        if y is not None or len(x) not in (2, 3):
+            raise ValueError(
+                f"{owner} trains on (anchors, positives) or (anchors, positives, negatives): a tuple of "
+                "2 or 3 lists of texts, row i of each belonging together, and no labels (each "
+                f"anchor's positive is its target). Got a tuple of {len(x)} and y={type(y).__name__}."
+            )
+        preprocessor = self._require_preprocessor()
+        columns = [to_tensors(column, f"x[{i}]", owner) for i, column in enumerate(x)]
+        if len({int(column.shape[0]) for column in columns}) > 1:
+            raise ValueError(f"{owner} got columns of different lengths: {[int(c.shape[0]) for c in columns]}.")
+        packed = [preprocessor.preprocess_in_memory(column)[0] for column in columns]
+        stacked = {key: np.stack([p[key] for p in packed], axis=1) for key in packed[0]}  # (N, k, L)
+        stacked = batch_checks.checked(stacked, self.backbone.input_limits())
+        sample_weight = None if sample_weight is None else to_tensors(sample_weight, "sample_weight", owner).numpy()
+        data = _TextTuples(stacked, None, sample_weight, batch_size or 32, order, seed=seed,
+                           compiled=bool(self.jit_compile))
+        return data.for_keras(), data
+
+
+class _TextTuples(LengthBatches):
+    """Batches of B (anchor, positive[, negative]) rows as the loss takes them:
+    the k texts of each row stacked, `(k · B, length)`, anchors first, with
+    `arange(B)` (each anchor's positive) as labels."""
+
+    def batch(self, rows):
+        x = super().batch(rows)[0]
+        x = {key: np.concatenate(np.moveaxis(value, 1, 0)) for key, value in x.items()}
+        labels = np.arange(len(rows), dtype="int32")
+        weights = self.arrays[2]
+        return (x, labels) if weights is None else (x, labels, weights[rows])
+
+    def for_keras(self):
+        # Always as batches: Keras' array path would refuse 2B inputs next to B labels.
+        return {"x": backend.variable_length_batches(self), "y": None, "sample_weight": None, "batch_size": None}
