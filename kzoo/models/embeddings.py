@@ -26,10 +26,14 @@ class MultipleNegativesRankingLoss(keras.losses.Loss):
     sentence-transformers' `MultipleNegativesRankingLoss` with its defaults
     (cosine similarity, scale 20) is the same loss.
 
-    `y_pred` stacks the embeddings `(k · B, dim)`: the B anchors first, then
-    the B positives, then (k = 3) the B hard negatives, which is how
-    `kzoo.BertTextEmbedder.fit` batches `(anchors, positives[, negatives])`;
-    `y_true` is `(B,)`, the index of each anchor's positive (`arange(B)`).
+    `y_pred` holds each example's k texts in consecutive rows, `(B · k, dim)`:
+    anchor, positive (and hard negative) of example 0, then of example 1, ...,
+    which is how `kzoo.BertTextEmbedder.fit` batches `(anchors, positives[,
+    negatives])`; a data-parallel split of the batch then keeps every example
+    whole, and each replica's examples are each other's negatives (as
+    sentence-transformers without gathering across devices). `y_true` has
+    one entry per example, `(B,)`; its values are not read: each anchor's
+    target is its own positive.
 
     Args:
         scale: float. The inverse temperature of the softmax. Defaults to `20.0`.
@@ -41,8 +45,8 @@ class MultipleNegativesRankingLoss(keras.losses.Loss):
     >>> import numpy as np
     >>> anchors = np.eye(3, 4, dtype="float32")
     >>> loss = MultipleNegativesRankingLoss()
-    >>> right = float(loss(np.arange(3), np.concatenate([anchors, anchors])))
-    >>> wrong = float(loss(np.arange(3), np.concatenate([anchors, anchors[::-1]])))
+    >>> right = float(loss(np.zeros(3), np.stack([anchors, anchors], axis=1).reshape(6, 4)))
+    >>> wrong = float(loss(np.zeros(3), np.stack([anchors, anchors[::-1]], axis=1).reshape(6, 4)))
     >>> right < 1e-6 < 1.0 < wrong
     True
     """
@@ -53,9 +57,12 @@ class MultipleNegativesRankingLoss(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         batch = ops.shape(y_true)[0]
-        anchors, candidates = y_pred[:batch], y_pred[batch:]
-        scores = self.scale * ops.matmul(_unit(anchors), ops.transpose(_unit(candidates)))
-        return keras.losses.sparse_categorical_crossentropy(y_true, scores, from_logits=True)
+        texts = ops.reshape(y_pred, (batch, -1, ops.shape(y_pred)[-1]))  # (B, k, dim)
+        anchors = texts[:, 0]
+        candidates = ops.reshape(ops.transpose(texts[:, 1:], (1, 0, 2)), (-1, ops.shape(y_pred)[-1]))
+        scores = self.scale * ops.matmul(_unit(anchors), ops.transpose(_unit(candidates)))  # (B, (k-1)·B)
+        targets = ops.arange(batch)  # anchor i's positive is candidate i
+        return keras.losses.sparse_categorical_crossentropy(targets, scores, from_logits=True)
 
     def get_config(self):
         return {**super().get_config(), "scale": self.scale}
@@ -79,7 +86,7 @@ def cosine_similarity(a, b):
 
     Example:
 
-    >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0]]).round(4).tolist()
+    >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0]]).astype(float).round(4).tolist()
     [[1.0], [0.7071]]
     """
     a, b = (_unit_numpy(np.asarray(v, "float32")) for v in (a, b))
@@ -115,8 +122,8 @@ def semantic_search(queries, corpus, top_k=10, query_chunk=256, corpus_chunk=163
 
     >>> corpus = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
     >>> scores, indices = semantic_search([[1.0, 0.1]], corpus, top_k=2, corpus_chunk=2)
-    >>> indices.tolist(), scores.round(3).tolist()
-    [[0, 2]], [[0.995, 0.777]]
+    >>> indices.tolist(), scores.astype(float).round(3).tolist()
+    ([[0, 2]], [[0.995, 0.774]])
     """
     queries, corpus = (_unit_numpy(np.asarray(v, "float32")) for v in (queries, corpus))
     if queries.shape[1] != corpus.shape[1]:

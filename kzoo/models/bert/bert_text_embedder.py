@@ -41,9 +41,10 @@ class SentencePooling(keras.layers.Layer):
 
     Example:
 
-    >>> import numpy as np
+    >>> import keras, numpy as np
     >>> states = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")
-    >>> SentencePooling("mean", normalize=False)(states, np.array([[1, 1, 0]])).tolist()
+    >>> pooled = SentencePooling("mean", normalize=False)(states, np.array([[1, 1, 0]]))
+    >>> keras.ops.convert_to_numpy(pooled).tolist()
     [[2.0, 3.0]]
     """
 
@@ -269,14 +270,15 @@ class BertTextEmbedder(Task):
 
 
 class _TextTuples(LengthBatches):
-    """Batches of B (anchor, positive[, negative]) rows as the loss takes them:
-    the k texts of each row stacked, `(k · B, length)`, anchors first, with
-    `arange(B)` (each anchor's positive) as labels."""
+    """Batches of B (anchor, positive[, negative]) examples as the loss takes
+    them: each example's k texts in consecutive rows, `(B · k, length)`, and
+    one label per example (`kzoo.MultipleNegativesRankingLoss` reads only
+    their number)."""
 
     def batch(self, rows):
         x = super().batch(rows)[0]
-        x = {key: np.concatenate(np.moveaxis(value, 1, 0)) for key, value in x.items()}
-        labels = np.arange(len(rows), dtype="int32")
+        x = {key: value.reshape(-1, value.shape[-1]) for key, value in x.items()}
+        labels = np.zeros(len(rows), dtype="int32")
         weights = self.arrays[2]
         return (x, labels) if weights is None else (x, labels, weights[rows])
 
