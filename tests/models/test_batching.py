@@ -143,3 +143,10 @@ def test_padding_is_kept_by_presets(tmp_path, padding):
 def test_bad_padding_is_refused():
     with pytest.raises(ValueError, match="padding must be 'longest'"):
         kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16, padding="dynamic")
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_embeddings_equal_fixed_padding(pooling):
+    longest, fixed = pair(kzoo.BertTextEmbedder, "max_length", pooling=pooling)
+    texts = texts_of_every_length()
+    np.testing.assert_allclose(longest.encode(texts, verbose=0), fixed.encode(texts, verbose=0), atol=1e-5)

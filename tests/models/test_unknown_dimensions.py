@@ -192,6 +192,8 @@ CASES = {
                            lambda model, x, training: model(x, training=training)),
     "BertFeatureExtractor": (bert_task(kzoo.BertFeatureExtractor, strategy="sum_all"), bert_inputs,
                              lambda model, x, training: model(x, training=training)),
+    "BertTextEmbedder": (bert_task(kzoo.BertTextEmbedder, pooling="max"), bert_inputs,
+                         lambda model, x, training: model(x, training=training)),
     "Transformer": (transformer, transformer_inputs, lambda model, x, training: model(x, training=training)),
     "Transformer generate": (  # beam search (sec. 6.1); `training` does not apply
         transformer, transformer_inputs,
