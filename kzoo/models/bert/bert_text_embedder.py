@@ -246,10 +246,23 @@ class BertTextEmbedder(Task):
             )
         return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
 
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=None, **kwargs):
+        # `validation_data=(anchors, positives)` are examples, not Keras' (x, y): the embedder takes no labels.
+        if isinstance(validation_data, tuple) and not isinstance(validation_data[0], (tuple, dict)):
+            validation_data = (validation_data,)
+        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                           shuffle, **kwargs)
+
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+        owner = type(self).__name__
+        if not isinstance(x, tuple) and y is not None:
+            raise ValueError(
+                f"{owner} takes no labels: it trains on (anchors, positives[, negatives]), a tuple of "
+                "lists of texts, each anchor's positive being its target. Pass fit((anchors, positives))."
+            )
         if not isinstance(x, tuple):
             return super()._prepare(x, y, sample_weight, batch_size, order, seed)
-        owner = type(self).__name__
         if y is not None or len(x) not in (2, 3):
             raise ValueError(
                 f"{owner} trains on (anchors, positives) or (anchors, positives, negatives): a tuple of "

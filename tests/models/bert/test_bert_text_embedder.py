@@ -106,6 +106,17 @@ def test_contrastive_fine_tuning_brings_pairs_together():
     assert np.mean(indices[:, 0] == np.arange(64)) >= 0.5
 
 
+def test_validation_pairs_as_written():
+    keras.utils.set_random_seed(0)
+    embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    texts = topic_sentences(16, seed=4)[0]
+    for held_out in ((texts[:4], texts[4:8]), ((texts[:4], texts[4:8]),)):  # both read as (anchors, positives)
+        history = embedder.fit((texts, texts[::-1]), batch_size=4, validation_data=held_out, verbose=0)
+        np.testing.assert_allclose(history.history["val_loss"][0],
+                                   embedder.evaluate((texts[:4], texts[4:8]), batch_size=4, verbose=0), rtol=1e-5)
+    assert "val_loss" in embedder.fit((texts, texts), batch_size=4, validation_split=0.25, verbose=0).history
+
+
 def test_hard_negatives_and_sample_weights_train():
     keras.utils.set_random_seed(0)
     embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY))
@@ -136,6 +147,8 @@ def test_errors(backbone):
         embedder.encode((["a"], ["b"]))
     with pytest.raises(ValueError, match=r"\(anchors, positives\) or .* no labels"):
         embedder.fit((["a"], ["b"]), np.array([1]))
+    with pytest.raises(ValueError, match="takes no labels"):
+        embedder.fit(["a"], ["b"])
     with pytest.raises(ValueError, match="tuple of 4"):
         embedder.fit((["a"], ["b"], ["c"], ["d"]))
     with pytest.raises(ValueError, match="columns of different lengths"):
