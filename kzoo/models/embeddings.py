@@ -79,7 +79,7 @@ def cosine_similarity(a, b):
 
     Example:
 
-    >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0]]).round(4).tolist()
+    >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0]]).astype("float64").round(4).tolist()
     [[1.0], [0.7071]]
     """
     a, b = (_unit_numpy(np.asarray(v, "float32")) for v in (a, b))
@@ -115,8 +115,8 @@ def semantic_search(queries, corpus, top_k=10, query_chunk=256, corpus_chunk=163
 
     >>> corpus = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
     >>> scores, indices = semantic_search([[1.0, 0.1]], corpus, top_k=2, corpus_chunk=2)
-    >>> indices.tolist(), scores.round(3).tolist()
-    [[0, 2]], [[0.995, 0.777]]
+    >>> indices.tolist(), scores.astype("float64").round(3).tolist()
+    ([[0, 2]], [[0.995, 0.774]])
     """
     queries, corpus = (_unit_numpy(np.asarray(v, "float32")) for v in (queries, corpus))
     if queries.shape[1] != corpus.shape[1]:

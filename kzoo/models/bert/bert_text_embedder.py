@@ -43,7 +43,8 @@ class SentencePooling(keras.layers.Layer):
 
     >>> import numpy as np
     >>> states = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")
-    >>> SentencePooling("mean", normalize=False)(states, np.array([[1, 1, 0]])).tolist()
+    >>> pooled = SentencePooling("mean", normalize=False)(states, np.array([[1, 1, 0]]))
+    >>> keras.ops.convert_to_numpy(pooled).tolist()
     [[2.0, 3.0]]
     """
 
