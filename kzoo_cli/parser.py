@@ -15,6 +15,7 @@ tensorflow. Examples:
   kzoo presets --family bert
   kzoo finetune all_minilm_l6_v2 --train train.csv --text-column text --label-column label --output model
   kzoo predict model --input new.csv --text-column text > predictions.csv
+  kzoo search all_minilm_l6_v2 --corpus faq.csv --column question --queries questions.txt
   kzoo fill-mask bert_base_uncased "The capital of France is [MASK]."
 """
 
@@ -42,6 +43,11 @@ def _table_input(parser, default_column):
     parser.add_argument("--input-format", choices=TEXT_FORMATS,
                         help="csv, tsv, jsonl (one JSON object a line) or txt (one text a line); "
                              "default: from the file's extension, txt for standard input")
+
+
+def _column_option(parser, option, what):
+    parser.add_argument(option, default="text", metavar="NAME",
+                        help=f"{what} in a .csv, .tsv or .jsonl file (default: 'text')")
 
 
 def _training(parser, epochs, batch_size, learning_rate, sequence_length):
@@ -114,6 +120,34 @@ def build_parser(prog="kzoo"):
     predict.add_argument("--output-format", choices=("csv", "jsonl"),
                          help="default: from the output file's extension, csv for standard output")
     predict.add_argument("--batch-size", type=int, default=32, help="default: 32")
+
+    embed = _command(commands, "embed", "Embed texts with a sentence embedder (Sentence-BERT): a vector per "
+                     "text, as a NumPy .npy array or JSON lines.")
+    embed.add_argument("preset", help="embedder preset directory, or a built-in name such as all_minilm_l6_v2")
+    embed.add_argument("--input", default="-", metavar="FILE", help="texts to embed (.csv, .tsv, .jsonl, or .txt: "
+                       "one text a line); - for standard input (default)")
+    _column_option(embed, "--column", "column holding the text")
+    embed.add_argument("--input-format", choices=TEXT_FORMATS,
+                       help="default: from the file's extension, txt for standard input")
+    embed.add_argument("--output", required=True, metavar="FILE",
+                       help="OUT.npy (float32, a row per text, in input order) or OUT.jsonl (each input row with "
+                            "its 'embedding'); - writes JSON lines to standard output")
+    embed.add_argument("--batch-size", type=int, default=32, help="default: 32")
+
+    search = _command(commands, "search", "Semantic search: for each query, the corpus texts whose embeddings "
+                      "are most similar (cosine), as a table of query, rank, score, text, row.")
+    search.add_argument("preset", help="embedder preset directory, or a built-in name such as all_minilm_l6_v2")
+    search.add_argument("--corpus", required=True, metavar="FILE",
+                        help="the texts to search (.csv, .tsv, .jsonl, or .txt: one text a line)")
+    _column_option(search, "--column", "corpus column holding the text")
+    search.add_argument("--queries", default="-", metavar="FILE",
+                        help="the queries, in the same formats; - for standard input, one a line (default)")
+    _column_option(search, "--query-column", "queries' column holding the text")
+    search.add_argument("--top-k", type=int, default=10, help="results per query (default: 10)")
+    search.add_argument("--output", default="-", metavar="FILE", help="- for standard output (default)")
+    search.add_argument("--output-format", choices=("csv", "jsonl"),
+                        help="default: from the output file's extension, csv for standard output")
+    search.add_argument("--batch-size", type=int, default=32, help="texts per batch when embedding (default: 32)")
 
     fill_mask = _command(commands, "fill-mask", "Predict the tokens written as [MASK] in a text "
                          "(BERT sec. 3.1, the masked LM).")

@@ -102,7 +102,7 @@ def read_table(path, fmt):
     return header, _not_empty(rows, name)
 
 
-def column(columns, rows, name, path, kind="text"):
+def column(columns, rows, name, path, kind="text", option=None):
     """The values of one column, checked: present in every row, strings, not empty.
 
     Args:
@@ -112,6 +112,8 @@ def column(columns, rows, name, path, kind="text"):
         path: str. The file, for messages.
         kind: str. What the column holds, for messages ("text", "label").
             Defaults to `"text"`.
+        option: str or None. The option that names the column, for messages.
+            Defaults to `None`: `--{kind}-column`.
 
     Returns:
         A list of str, one per row. Labels may also be JSON integers, given as their digits.
@@ -127,7 +129,8 @@ def column(columns, rows, name, path, kind="text"):
     """
     if name not in columns:
         close = difflib.get_close_matches(name, columns, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else f" Name the {kind} column with --{kind}-column."
+        option = option or f"--{kind}-column"
+        hint = f" Did you mean {close[0]!r}?" if close else f" Name the {kind} column with {option}."
         raise CommandError(f"{path} has no column {name!r} (its columns: {', '.join(columns)}).{hint}")
     values = []
     for number, row in rows:
@@ -182,18 +185,49 @@ def write_text(path, text):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    """Writes bytes to a file atomically (a temporary file beside it, then renamed).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "vectors.npy")
+    >>> write_bytes(path, b"\\x93NUMPY")
+    >>> os.path.getsize(path)
+    6
+    """
+    check_writable(path)
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CommandError(f"Cannot write {path!r}: the directory {directory!r} does not exist.")
     handle, scratch = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
         os.replace(scratch, path)
     except BaseException:
         if os.path.exists(scratch):
             os.remove(scratch)
         raise
+
+
+def check_writable(path, option="--output"):
+    """A `CommandError` unless `path` can be written: its directory exists and
+    it is not a directory; checked before any work.
+
+    Example:
+
+    >>> check_writable("/no/such/place/out.csv")
+    Traceback (most recent call last):
+    ...
+    kzoo_cli.tables.CommandError: Cannot write '/no/such/place/out.csv': the directory '/no/such/place' does not ...
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CommandError(f"Cannot write {path!r}: the directory {directory!r} does not exist.")
+    if os.path.isdir(path):
+        raise CommandError(f"{option} {path!r} is a directory; give a file name.")
 
 
 def _read_text(path):

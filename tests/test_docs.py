@@ -71,6 +71,7 @@ def check_pictures(ns, tmp_path):
 def check_deploy(ns):
     assert tuple(ns["response"]["probabilities"].shape) == (1, 2)
     assert ns["quantized"].predict(["The cat sat."], verbose=0).shape == (1, 2)
+    assert tuple(ns["vectors"].shape) == (2, 128)  # the embedder's SavedModel
 
 
 def check_distributed(ns):

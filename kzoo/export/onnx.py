@@ -43,6 +43,8 @@ CONFIG_FILE = "onnx_config.json"
 TOLERANCE = 1e-4  # largest difference allowed between onnxruntime's outputs and Keras'
 INSTALL = 'pip install "kzoo[export]"'
 REQUIREMENTS = {"tensorflow": ("tf2onnx",), "jax": ("jax2onnx",), "torch": ("onnxscript",)}  # the tracers
+# The name of a single-output model's output in the graph, by kzoo class (others: "logits").
+SINGLE_OUTPUTS = {"BertTextEmbedder": "embeddings"}
 SPECIAL_TOKEN_IDS = ("cls_token_id", "sep_token_id", "pad_token_id", "mask_token_id", "unknown_token_id")
 
 
@@ -169,17 +171,22 @@ def input_specs(model):
 
 
 def output_names(model):
-    """The graph's outputs: a dict's keys, or `logits` (every kzoo task's
-    single output; a regression's scores).
+    """The graph's outputs: a dict's keys; a single output's name in
+    `SINGLE_OUTPUTS` for its kzoo class (`embeddings`, as the SavedModel
+    serves them), else `logits` (a task's scores; a regression's values).
 
     Example:
 
-    >>> from kzoo import BertBackbone
-    >>> output_names(BertBackbone(vocabulary_size=9, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                           intermediate_dim=16))
-    ['sequence_output', 'pooled_output']
+    >>> from kzoo import BertBackbone, BertTextEmbedder
+    >>> backbone = BertBackbone(vocabulary_size=9, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    >>> output_names(backbone), output_names(BertTextEmbedder(backbone))
+    (['sequence_output', 'pooled_output'], ['embeddings'])
     """
-    return list(model.output) if isinstance(model.output, dict) else ["logits"]
+    if isinstance(model.output, dict):
+        return list(model.output)
+    names = [SINGLE_OUTPUTS[cls.__name__] for cls in type(model).__mro__
+             if cls.__name__ in SINGLE_OUTPUTS and cls.__module__.startswith("kzoo.")]
+    return names[:1] or ["logits"]
 
 
 def _check_outputs(model, onnx_path, specs, outputs):

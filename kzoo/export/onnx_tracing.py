@@ -95,11 +95,11 @@ def tensorflow_to_onnx(model, specs, output_names, path, opset):
     graph, _ = tf2onnx.convert.from_function(
         function, signature, opset=opset, custom_op_handlers={"Erfc": (_erfc, [])}
     )
-    _name_dimensions(graph, specs, model)
+    _name_dimensions(graph, specs, model, output_names)
     onnx.save(graph, str(path))
 
 
-def _name_dimensions(graph, specs, model):
+def _name_dimensions(graph, specs, model, output_names):
     """The graph's unknown dimensions named as on JAX and torch (tf2onnx
     numbers them `unk__N`): the inputs' as `specs` name them; an output's
     first `batch`, and its others `sequence_length` when that is the only
@@ -109,7 +109,7 @@ def _name_dimensions(graph, specs, model):
             if not isinstance(named, int):
                 dim.dim_param = named[0]
     lengths = {d[0] for spec in specs for d in spec.dims[1:] if not isinstance(d, int)}
-    outputs = model.output if isinstance(model.output, dict) else {"logits": model.output}
+    outputs = model.output if isinstance(model.output, dict) else {output_names[0]: model.output}
     for tensor in graph.graph.output:
         for axis, (dim, size) in enumerate(zip(tensor.type.tensor_type.shape.dim, outputs[tensor.name].shape)):
             if size is None and (axis == 0 or len(lengths) == 1):

@@ -31,7 +31,7 @@ import tempfile
 import keras
 
 from kzoo.export.answer_spans import serve_answers
-from kzoo.export.serving import serve_classes, serve_features, serve_tags, serve_translations
+from kzoo.export.serving import serve_classes, serve_embeddings, serve_features, serve_tags, serve_translations
 from kzoo import atomic
 
 BUILDERS = {
@@ -39,6 +39,7 @@ BUILDERS = {
     "BertFeatureExtractor": serve_features,
     "BertTokenClassifier": serve_tags,
     "BertQuestionAnswerer": serve_answers,
+    "BertTextEmbedder": serve_embeddings,
     "Transformer": serve_translations,
 }
 WORKER = "kzoo.export.tensorflow_worker"
@@ -120,8 +121,8 @@ def export_saved_model(model, path, preprocessor=None, **options):
 
     Args:
         model: `keras.Model`. A `kzoo.BertClassifier`, `BertFeatureExtractor`,
-            `BertTokenClassifier` or `BertQuestionAnswerer` with a
-            preprocessor, or a `kzoo.Transformer`.
+            `BertTokenClassifier`, `BertQuestionAnswerer` or `BertTextEmbedder`
+            with a preprocessor, or a `kzoo.Transformer`.
         path: str or os.PathLike. A new or empty directory, or an earlier
             SavedModel (replaced).
         preprocessor: `kzoo.TransformerPreprocessor` or None. The

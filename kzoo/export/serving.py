@@ -119,6 +119,31 @@ def serve_features(model, preprocessor, text_pairs=False):
     return _text_inputs(model, preprocessor, text_pairs, outputs)
 
 
+def serve_embeddings(model, preprocessor):
+    """A `kzoo.BertTextEmbedder`'s serving (Sentence-BERT sec. 3): texts
+    (`text`) in, `embeddings` `(batch, hidden_dim)` float32 out, pooled and
+    (with `normalize`) of unit length, as `encode` gives them.
+
+    Args:
+        model: `kzoo.BertTextEmbedder`. The embedder.
+        preprocessor: `kzoo.BertPreprocessor`. Its preprocessor.
+
+    Example:
+
+    >>> from kzoo import BertBackbone, BertTextEmbedder, BertTokenizer
+    >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                         intermediate_dim=16, max_sequence_length=8)
+    >>> model = BertTextEmbedder(backbone,
+    ...     preprocessor=BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "cat"]))
+    >>> served = serve_embeddings(model, model.preprocessor).function(tf.constant(["a cat", "cat"]))
+    >>> served["embeddings"].shape, served["embeddings"].dtype
+    (TensorShape([2, 8]), tf.float32)
+    """
+    # Packed to the request's ladder length: pooling reads the real tokens only, so
+    # the vectors are those of any longer padding.
+    return Serving([strings("text")], lambda text: {"embeddings": model(preprocessor(text), training=False)})
+
+
 def serve_tags(model, preprocessor):
     """A `kzoo.BertTokenClassifier`'s serving (BERT sec. 5.3): sentences
     (`text`, words separated by white space) in; per word, padded with ""

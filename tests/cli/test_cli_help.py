@@ -9,7 +9,8 @@ import pytest
 
 from tests.cli.cli_fixtures import expect_error, run
 
-COMMANDS = ("presets", "convert", "finetune", "predict", "fill-mask", "attention", "translate", "pretrain")
+COMMANDS = ("presets", "convert", "finetune", "predict", "embed", "search", "fill-mask", "attention", "translate",
+            "pretrain")
 pytestmark = pytest.mark.backend_independent  # nothing here runs a model (tests/conftest.py)
 
 
@@ -32,7 +33,7 @@ def test_every_command_has_help(command):
 def test_help_loads_no_tensorflow_and_no_keras():
     code = ("import sys, contextlib, io, kzoo_cli\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    for argv in (['--help'], ['finetune', '--help'], ['predict', '--help']):\n"
+            "    for argv in (['--help'], ['finetune', '--help'], ['embed', '--help'], ['search', '--help']):\n"
             "        try: kzoo_cli.main(argv)\n"
             "        except SystemExit as exit: assert exit.code == 0\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'kzoo', 'jax', 'torch')))")

@@ -177,3 +177,17 @@ def test_bad_requests_are_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="computes in mixed_bfloat16; export a float32 model"):
         onnx_export.export_onnx(half, tmp_path / "x")
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_embedder_serves_embeddings_equal_to_encode(tmp_path):
+    keras.utils.set_random_seed(0)
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=12)
+    embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=preprocessor)
+    config = embedder.export(tmp_path / "embedder", format="onnx")
+    assert [o["name"] for o in config["outputs"]] == ["embeddings"]
+    assert config["model_class"] == "BertTextEmbedder"
+    graph = session(str(tmp_path / "embedder"))
+    assert [(o.name, o.shape) for o in graph.get_outputs()] == [("embeddings", ["batch", 32])]
+    inputs = reference_inputs(TEXTS, str(tmp_path / "embedder"))  # from the files beside the graph
+    embeddings = graph.run(["embeddings"], inputs)[0]
+    np.testing.assert_allclose(embeddings, embedder.encode(TEXTS, verbose=0), atol=1e-5, rtol=0)

@@ -154,7 +154,7 @@ class BertTextEmbedder(Task):
 
     # === Embeddings ===
 
-    def encode(self, texts, batch_size=32, verbose="auto"):
+    def encode(self, texts, batch_size=32, verbose="auto", callbacks=None):
         """The embeddings of `texts`, in their order, as a NumPy array.
 
         Texts run in batches of similar lengths, each padded only as far as
@@ -166,6 +166,9 @@ class BertTextEmbedder(Task):
             texts: list of str (or a NumPy array / `tf.string` tensor). The texts.
             batch_size: int. Texts per batch. Defaults to `32`.
             verbose: str or int. As for `keras.Model.predict`. Defaults to `"auto"`.
+            callbacks: list of `keras.callbacks.Callback` or None. As for
+                `keras.Model.predict` (e.g. `kzoo.progress.predict_progress()`'s).
+                Defaults to `None`.
 
         Returns:
             float32 NumPy array `(len(texts), hidden_dim)`.
@@ -182,7 +185,9 @@ class BertTextEmbedder(Task):
                 "encode embeds one text per row: pass a list of strings. A tuple (anchors, positives) "
                 "is what `fit` trains on."
             )
-        return np.asarray(keras.ops.convert_to_numpy(self.predict(texts, batch_size=batch_size, verbose=verbose)))
+        extra = {} if callbacks is None else {"callbacks": callbacks}  # none: predict's one-batch fast path
+        embeddings = self.predict(texts, batch_size=batch_size, verbose=verbose, **extra)
+        return np.asarray(keras.ops.convert_to_numpy(embeddings))
 
     def similarity(self, texts_a, texts_b, batch_size=32):
         """The cosine similarity of every text of `texts_a` with every text of `texts_b`.

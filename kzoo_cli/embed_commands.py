@@ -1,0 +1,120 @@
+"""The `kzoo` commands of sentence embeddings (Sentence-BERT, Reimers &
+Gurevych 2019): embed (texts to vectors) and search (the corpus texts
+closest to each query). Both load a `kzoo.BertTextEmbedder` (a preset
+directory, or a built-in name such as `all_minilm_l6_v2`); their arguments
+and files are checked before kzoo is imported."""
+
+import contextlib
+import io
+import os
+import sys
+
+from kzoo_cli.tables import CommandError, check_writable, column, file_format, read_table, write_bytes, write_table
+from kzoo_cli.use_commands import positive
+
+ARRAY_EXTENSIONS = (".npy",)
+JSON_LINES_EXTENSIONS = (".jsonl", ".ndjson")
+SEARCH_COLUMNS = ["query", "rank", "score", "text", "row"]
+
+
+def embed(args):
+    """`kzoo embed PRESET --input FILE --output OUT`: a vector per text, in
+    input order: OUT.npy holds a float32 array `(texts, dim)`; OUT.jsonl (or
+    `-`, standard output) each input row with its `embedding`."""
+    fmt = file_format(args.input, args.input_format)
+    _check_preset(args.preset)
+    positive("--batch-size", args.batch_size)
+    output_format = _embedding_format(args.output)
+    columns, rows = read_table(args.input, fmt)
+    texts = _texts(args.input, fmt, columns, rows, args.column, "--column")
+    import numpy as np  # noqa: PLC0415
+
+    embeddings = _encode(_load(args.preset), texts, args.batch_size)
+    if output_format == "npy":
+        buffer = io.BytesIO()
+        np.save(buffer, embeddings)
+        write_bytes(args.output, buffer.getvalue())
+    else:
+        lines = [{**row, "embedding": vector.tolist()} for (_, row), vector in zip(rows, embeddings)]
+        write_table(args.output, "jsonl", lines, [])
+    if args.output != "-":
+        print(f"Wrote {len(texts):,} embeddings of dimension {embeddings.shape[1]} to {args.output}.", file=sys.stderr)
+    return 0
+
+
+def search(args):
+    """`kzoo search PRESET --corpus FILE --queries FILE`: for each query, the
+    `--top-k` corpus texts of highest cosine similarity, best first, as rows
+    `query, rank (1 = best), score, text, row (the corpus row, 0-based: the
+    row of `kzoo embed`'s .npy)`."""
+    if args.corpus == "-" and args.queries == "-":
+        raise CommandError("--corpus and --queries cannot both be standard input (-): give at least one as a file.")
+    corpus_format, query_format = file_format(args.corpus), file_format(args.queries)
+    _check_preset(args.preset)
+    positive("--top-k", args.top_k)
+    positive("--batch-size", args.batch_size)
+    output_format = args.output_format or ("jsonl" if args.output.endswith(JSON_LINES_EXTENSIONS) else "csv")
+    if args.output != "-":
+        check_writable(args.output)
+    corpus = _texts(args.corpus, corpus_format, *read_table(args.corpus, corpus_format), args.column, "--column")
+    queries = _texts(args.queries, query_format, *read_table(args.queries, query_format), args.query_column,
+                     "--query-column")
+    import kzoo  # noqa: PLC0415
+
+    model = _load(args.preset)
+    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size),
+                                           _encode(model, corpus, args.batch_size), top_k=args.top_k)
+    results = [
+        {"query": query, "rank": rank, "score": round(float(score), 6), "text": corpus[index], "row": int(index)}
+        for query, row_scores, row_indices in zip(queries, scores, indices)
+        for rank, (score, index) in enumerate(zip(row_scores, row_indices), 1)
+    ]
+    write_table(args.output, output_format, results, SEARCH_COLUMNS)
+    return 0
+
+
+def _check_preset(preset):
+    """A path that cannot be a preset is refused before kzoo loads; a bare
+    name goes to `from_preset`, which knows the built-in names."""
+    if os.path.isfile(preset):
+        raise CommandError(f"{preset!r} is a file; an embedder preset is a directory (saved by save_to_preset) "
+                           "or a built-in name such as all_minilm_l6_v2.")
+    looks_like_path = os.sep in preset or "/" in preset or preset.startswith(".")
+    if looks_like_path and not os.path.isdir(preset):
+        raise CommandError(f"No such preset directory: {preset!r}. Give a directory saved by save_to_preset, "
+                           "or a built-in name such as all_minilm_l6_v2 (kzoo presets lists them).")
+
+
+def _embedding_format(path):
+    if path == "-" or path.lower().endswith(JSON_LINES_EXTENSIONS):
+        if path != "-":
+            check_writable(path)
+        return "jsonl"
+    if path.lower().endswith(ARRAY_EXTENSIONS):
+        check_writable(path)
+        return "npy"
+    raise CommandError(f"--output {path!r}: name it .npy (a float32 array, a row per text) or .jsonl (the rows "
+                       "with their 'embedding'), or give - for JSON lines on standard output.")
+
+
+def _texts(path, fmt, columns, rows, name, option):
+    shown = "standard input" if path == "-" else path
+    if fmt == "txt" and name != "text":
+        raise CommandError(f"{shown} is plain text (one text a line, no columns): leave out {option}, or give "
+                           "a .csv, .tsv or .jsonl file.")
+    return column(columns, rows, name, shown, option=option)
+
+
+def _load(preset):
+    import kzoo  # noqa: PLC0415 (after the arguments are checked: seconds)
+
+    return kzoo.BertTextEmbedder.from_preset(preset)
+
+
+def _encode(model, texts, batch_size):
+    import kzoo  # noqa: PLC0415
+
+    with contextlib.redirect_stdout(sys.stderr):  # progress must not mix with what goes to stdout
+        progress = kzoo.progress.predict_progress()
+        return model.encode(texts, batch_size=batch_size, verbose=progress["verbose"],
+                            callbacks=progress["callbacks"])
