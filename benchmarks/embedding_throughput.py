@@ -11,8 +11,7 @@ and `SentenceTransformer` on the same checkpoint directory: mean pooling, unit
 length, float32, at most 256 tokens, its own maximum). The texts ship offline:
 the standard library's docstrings (`offline_corpora.docstring_search_pairs`),
 their one-line summaries and the rest of each docstring interleaved, so short
-and long texts mix (median about 20 and 70 WordPiece tokens), shuffled with a
-fixed seed; 1,024 of them by default. Both contenders get the same texts in the
+and long texts mix, shuffled with a fixed seed; 1,024 of them by default. Both contenders get the same texts in the
 same order at batch 32 and return NumPy arrays; each contender runs in its own
 process (one per Keras backend; sentence-transformers in torch, without
 kzoo imported), contenders alternate over rounds, and a round's time is the
