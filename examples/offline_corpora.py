@@ -12,6 +12,12 @@ sentences with the area of the library their module belongs to, and
 `library_area_task()` cuts them into a balanced training and held-out set: a
 real-text classification task for fine-tuning (BERT sec. 4.1).
 
+`docstring_search_pairs()` pairs each documented public function, class and
+method of the standard library's one-line docstring summary (a query) with
+the rest of its docstring (the document to find), and
+`docstring_search_task()` splits the pairs by a hash of the qualified name: a
+real-text retrieval task for sentence embeddings (Sentence-BERT).
+
 `message_catalog_pairs()` collects English→German (or another language's)
 message pairs from the gettext catalogues (.mo files) that Debian installs
 with its programs' translations: a small parallel corpus for the
@@ -38,6 +44,7 @@ SKIPPED_MODULES = {
 }
 UNDERLINE = re.compile(r"[*=~^-]{3,}")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+SIGNATURE = re.compile(r"^[\w.]+\(.*\)(\s*->.*)?$")  # "error(message: string)", "S.count(sub) -> int"
 
 
 def _sentences(text):
@@ -228,6 +235,88 @@ def library_area_task(train_per_area, test_per_area, test_fraction=0.2, seed=0, 
     return names, parts[0], parts[1]
 
 
+# === Retrieval: a docstring's summary line finds the rest of its docstring ===
+
+
+def _documented_objects(name):
+    """`(qualified name, object)` for a module's public functions and classes
+    (Python or C) and their classes' public methods, defined in the module itself."""
+    module = sys.modules.get(name)
+    for attribute, member in sorted(vars(module).items()) if module else ():
+        if attribute.startswith("_") or getattr(member, "__module__", None) != name:
+            continue
+        if inspect.isclass(member) or inspect.isfunction(member) or inspect.isbuiltin(member):
+            yield f"{name}.{attribute}", member
+        if inspect.isclass(member):
+            for method_name, method in sorted(vars(member).items()):
+                routine = inspect.isfunction(method) or inspect.ismethoddescriptor(method)
+                if routine and not method_name.startswith("_"):
+                    yield f"{name}.{attribute}.{method_name}", method
+
+
+def _summary_and_rest(docstring):
+    """`(summary line, the rest)` of a PEP 257 docstring (one line, a blank
+    line, then the body), white space normalised; `None` when the first
+    paragraph is not one line, or is a signature rather than a summary."""
+    summary, _, rest = inspect.cleandoc(docstring).partition("\n\n")
+    if "\n" in summary.strip() or SIGNATURE.match(summary.strip()):
+        return None
+    return " ".join(summary.split()), " ".join(rest.split())
+
+
+def docstring_search_pairs(min_words=10):
+    """Query-document pairs from the standard library's docstrings: the
+    one-line summary of each public function, class and method (`"Return the
+    hash value for the given object."`) and the rest of its docstring, which
+    a search should find from the summary.
+
+    Docstrings whose first paragraph is longer than one line or is a call
+    signature (`"S.count(sub) -> int"`) are skipped, as are those whose rest
+    has fewer than `min_words` words. A summary or a rest that occurs more
+    than once (inherited or shared docstrings) is kept only for the first
+    qualified name in sorted order.
+
+    Returns:
+        A list of `(qualified_name, summary, rest)` triples, sorted by name.
+    """
+    found = []
+    for name in _stdlib_modules():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # importing, or reading docstrings of, deprecated modules
+            if name not in sys.modules:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 (any import may fail: platform-specific or optional modules)
+                    continue
+            for qualified_name, member in _documented_objects(name):
+                docstring = getattr(member, "__doc__", None)
+                parts = _summary_and_rest(docstring) if isinstance(docstring, str) else None
+                if parts and parts[0] and len(parts[1].split()) >= min_words:
+                    found.append((qualified_name, *parts))
+    pairs, seen = [], set()
+    for qualified_name, summary, rest in sorted(found):
+        if summary not in seen and rest not in seen:
+            seen.update((summary, rest))
+            pairs.append((qualified_name, summary, rest))
+    return pairs
+
+
+def docstring_search_task(held_out_fraction=0.2, seed=0, min_words=10):
+    """`docstring_search_pairs()` as a retrieval task: held out by a hash of
+    each qualified name (`split_by_source_hash`, so a function stays on its
+    side whatever else changes), the training pairs shuffled with `seed`.
+
+    Returns:
+        `((train_queries, train_documents), (held_out_queries, held_out_documents))`:
+        lists of strings, row i of the documents answering row i of the queries.
+    """
+    pairs = docstring_search_pairs(min_words)
+    names = [qualified_name for qualified_name, _, _ in pairs]
+    (_, train), (_, held_out) = split_by_source_hash(names, [pair[1:] for pair in pairs], held_out_fraction)
+    random.Random(seed).shuffle(train)
+    return tuple((([q for q, _ in part]), [d for _, d in part]) for part in (train, held_out))
+
+
 # === Parallel text: the gettext message catalogues of installed programs ===
 
 MO_MAGIC = 0x950412DE
@@ -355,6 +444,9 @@ if __name__ == "__main__":
     print(f"{len(documents)} documents, {len(sentences)} sentences, "
           f"{sum(len(s.split()) for s in sentences)} words")
     print("\n".join(documents[0][:5]))
+    (train_queries, _), (held_out_queries, held_out_documents) = docstring_search_task()
+    print(f"{len(train_queries)} + {len(held_out_queries)} held-out docstring summary -> rest pairs; "
+          f"e.g. {held_out_queries[0]!r} -> {held_out_documents[0][:80]!r}...")
     sources, targets = message_catalog_pairs()
     print(f"{len(sources)} English-German message pairs, {sum(len(s.split()) for s in sources)} "
           f"+ {sum(len(t.split()) for t in targets)} words")

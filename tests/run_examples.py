@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("tensorflow", "jax", "torch")
 # In the order the README presents them.
-SCRIPTS = ("bert_backbone_demo.py", "bert_pretraining.py", "bert_finetuning.py", "serve.py", "transformer_translation.py")
+SCRIPTS = ("bert_backbone_demo.py", "bert_pretraining.py", "bert_finetuning.py", "serve.py", "semantic_search.py",
+           "transformer_translation.py")
 BACKEND_INDEPENDENT = ("offline_corpora.py",)
 TIMEOUT_SECONDS = 600
 NOISE = re.compile(

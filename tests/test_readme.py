@@ -36,7 +36,7 @@ def test_readme_commands_are_ci_commands():
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch):
-    assert len(BLOCKS) == 6
+    assert len(BLOCKS) == 7
     monkeypatch.chdir(tmp_path)  # the snippets write files (a corpus, a vocabulary, presets, a SavedModel)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     namespace = {}
@@ -71,3 +71,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     # One CPU: no engine, one replica; the restored pre-trainer trains on.
     assert ns["distributed"].num_replicas == 1
     assert len(ns["distributed_run"].history["loss"]) == 1
+    # Embeddings of unit length; each query finds its text; one epoch on pairs.
+    np.testing.assert_allclose(np.linalg.norm(ns["vectors"], axis=1), 1.0, atol=1e-5)
+    assert ns["vectors"].shape == (3, 384) and ns["indices"][:, 0].tolist() == [2, 1]
+    assert np.isfinite(ns["tuning"].history["loss"][0])

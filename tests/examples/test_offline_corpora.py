@@ -1,4 +1,4 @@
-"""examples/offline_corpora.py's parallel corpus: the gettext .mo reader (on
+"""examples/offline_corpora.py: the docstring retrieval pairs, and the parallel corpus: the gettext .mo reader (on
 catalogues written here, in UTF-8 and ISO-8859-1, both byte orders), the
 cleaning of message pairs into sentence-like pairs, and the stable split.
 Never reads the machine's own catalogues."""
@@ -128,3 +128,21 @@ def test_split_by_source_hash_is_stable_and_disjoint():
     assert offline_corpora.split_by_source_hash(sources, targets, 0.0)[1] == ([], [])
     with pytest.raises(ValueError, match="aligned"):
         offline_corpora.split_by_source_hash(sources, targets[:5])
+
+
+def test_summary_and_rest_takes_pep257_docstrings_only():
+    summary_and_rest = offline_corpora._summary_and_rest
+    assert summary_and_rest("Return x.\n\n    The rest,\n    on two lines.\n") == ("Return x.", "The rest, on two lines.")
+    assert summary_and_rest("A summary that goes\non over two lines.\n\nThe rest.") is None
+    assert summary_and_rest("S.count(sub[, start]) -> int\n\nReturn the count.") is None
+    assert summary_and_rest("error(message: string)\n\nPrint a usage message.") is None
+
+
+def test_docstring_search_task_is_stable_disjoint_and_aligned():
+    (train_queries, train_documents), (queries, documents) = offline_corpora.docstring_search_task()
+    assert len(train_queries) == len(train_documents) > 500 and len(queries) == len(documents) > 100
+    assert not set(train_queries) & set(queries) and not set(train_documents) & set(documents)
+    assert len(set(queries)) == len(queries) and len(set(documents)) == len(documents)
+    pairs = {summary: rest for _, summary, rest in offline_corpora.docstring_search_pairs()}
+    assert all(pairs[q] == d for q, d in zip(queries + train_queries, documents + train_documents))
+    assert (queries, documents) == offline_corpora.docstring_search_task(seed=1)[1]  # the seed shuffles training only
