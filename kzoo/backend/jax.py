@@ -37,11 +37,23 @@ def restore_state_on_error(model):
         raise
 
 
+# Said after the message of a check that fails inside a compiled step. Only steps
+# kzoo does not drive carry checks (kzoo's models check batches before their steps),
+# and nothing of kzoo's runs around them to put the weights back or unwrap the error.
+LOST_WEIGHTS = (
+    " This step is not one of kzoo's models' (they check each batch before the step): if Keras ran it "
+    "(fit, evaluate, predict), the model's weights went to the step and are lost with it, so reload them "
+    "(model.load_weights) before using the model again, and check batches before the step "
+    "(kzoo.models.batch_checks.checked(inputs, backbone.input_limits()))."
+)
+
+
 def raise_in_step(error_for, *values):
     """Inside `jax.jit`: a host callback that raises `error_for(*values)`
     (NumPy values) unless it is None, failing the compiled step at once with
-    that message inside a `jax.errors.JaxRuntimeError`. Keras' steps donate
-    the weights: a failed step loses them (see `kzoo.backend.checks`).
+    that message, and `LOST_WEIGHTS`, inside a `jax.errors.JaxRuntimeError`.
+    Keras' steps donate the weights: a failed step loses them (see
+    `kzoo.backend.checks`).
 
     Example:
 
@@ -57,7 +69,7 @@ def raise_in_step(error_for, *values):
     def callback(*arrays):
         error = error_for(*arrays)
         if error is not None:
-            raise error
+            raise type(error)(f"{error}{LOST_WEIGHTS}")
 
     jax.debug.callback(callback, *values)
 

@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 
 from kzoo.checkpoints.bert_weights import CheckpointSource
-from kzoo.checkpoints.huggingface import backbone_config as huggingface_backbone_config
+from kzoo.checkpoints.bert_config import backbone_config as huggingface_backbone_config
 from kzoo.checkpoints.huggingface import local_path, read_json
 
 CONFIG_FILE = "bert_config.json"

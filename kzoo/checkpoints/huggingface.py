@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from kzoo import atomic
 from kzoo.checkpoints import sentence_transformers
+from kzoo.checkpoints.bert_config import EXPORTED_ACTIVATIONS, FIELDS, backbone_config
 from kzoo.checkpoints.bert_weights import POOLER, CheckpointSource, encoder_rows, task_for
 
 HF_PREFIX = "hf://"
@@ -36,13 +37,6 @@ DOWNLOADED = (
     "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json", "metadata.json", "assets/*",
     sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*",
 )
-# Hugging Face `hidden_act` -> kzoo activation: "gelu" is the exact erf GELU,
-# "gelu_new", "gelu_fast" and "gelu_pytorch_tanh" the tanh approximation.
-ACTIVATIONS = {
-    "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
-    "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu",
-}
-EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
 
 
 def read_json(path):
@@ -156,45 +150,6 @@ def open_checkpoint(path):
         architectures=tuple((config or {}).get("architectures") or ()),
         head_config={**_head_config(config or {}), **sentence_transformers.read(directory)},
     )
-
-
-def backbone_config(config, location):
-    """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict
-    (defaults as `transformers.BertConfig`); `location` names the file in errors.
-
-    Example:
-
-    >>> backbone_config({"model_type": "bert", "vocab_size": 99, "hidden_act": "gelu_new"}, "x")["activation"]
-    'gelu_approximate'
-    >>> backbone_config({"model_type": "roberta"}, "x")
-    Traceback (most recent call last):
-    ...
-    ValueError: x has model_type 'roberta': kzoo loads Hugging Face checkpoints with model_type in ['bert'].
-    """
-    model_type = config.get("model_type")
-    if model_type != "bert":
-        raise ValueError(
-            f"{location} has model_type {model_type!r}: kzoo loads Hugging Face checkpoints with "
-            "model_type in ['bert']."
-        )
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"{location} has hidden_act {activation!r}; kzoo's BERT supports {sorted(ACTIVATIONS)}.")
-    position_type = config.get("position_embedding_type", "absolute")
-    if position_type != "absolute" or config.get("is_decoder"):
-        raise ValueError(
-            f"{location} is a BERT variant kzoo does not build (position_embedding_type="
-            f"{position_type!r}, is_decoder={config.get('is_decoder', False)}); kzoo's BERT is "
-            "the paper's encoder with absolute learned positions."
-        )
-    return {
-        "vocabulary_size": config["vocab_size"], "num_layers": config.get("num_hidden_layers", 12),
-        "num_heads": config.get("num_attention_heads", 12), "hidden_dim": config.get("hidden_size", 768),
-        "intermediate_dim": config.get("intermediate_size", 3072), "dropout": config.get("hidden_dropout_prob", 0.1),
-        "max_sequence_length": config.get("max_position_embeddings", 512),
-        "num_segments": config.get("type_vocab_size", 2), "activation": ACTIVATIONS[activation],
-        "layer_norm_epsilon": config.get("layer_norm_eps", 1e-12),
-    }
 
 
 def _head_config(config):
@@ -399,12 +354,9 @@ def _config_from(model, backbone, task, tokenizer):
     """The Hugging Face `config.json` of a kzoo model (the inverse of
     `backbone_config`), with `id2label` for a model with `num_classes`."""
     config = {
-        "architectures": [task.hf_architecture], "model_type": "bert", "vocab_size": backbone.vocabulary_size,
-        "hidden_size": backbone.hidden_dim, "num_hidden_layers": backbone.num_layers,
-        "num_attention_heads": backbone.num_heads, "intermediate_size": backbone.intermediate_dim,
-        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation], "hidden_dropout_prob": backbone.dropout,
-        "attention_probs_dropout_prob": backbone.dropout, "max_position_embeddings": backbone.max_sequence_length,
-        "type_vocab_size": backbone.num_segments, "layer_norm_eps": backbone.layer_norm_epsilon,
+        "architectures": [task.hf_architecture], "model_type": "bert",
+        **{field: getattr(backbone, argument) for field, (argument, _, _) in FIELDS.items()},
+        "hidden_act": EXPORTED_ACTIVATIONS[backbone.activation], "attention_probs_dropout_prob": backbone.dropout,
         "initializer_range": 0.02, "pad_token_id": tokenizer.pad_token_id if tokenizer is not None else 0,
         "position_embedding_type": "absolute", "dtype": "float32",
     }

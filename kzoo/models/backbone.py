@@ -4,7 +4,7 @@ import keras
 
 from kzoo import presets
 from kzoo.models import batch_checks
-from kzoo.models.base_model import BaseModel
+from kzoo.models.base_model import IN_MEMORY, BaseModel
 from kzoo.models.input_checks import check_examples
 
 
@@ -30,7 +30,8 @@ class Backbone(BaseModel):
     TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
     `tf.data.Dataset` leaves the shuffling to the dataset. `fit`, `evaluate`
     and `predict` check packed inputs against `input_limits()` before the
-    compiled step (`kzoo.models.batch_checks`).
+    compiled step (`kzoo.models.batch_checks`), after `complete_inputs`, the
+    checks of an eager call (ids, not text; integers; shapes).
 
     Args:
         inputs: a `keras.Input` or a dict of them. The graph's inputs.
@@ -147,9 +148,29 @@ class Backbone(BaseModel):
         """
         return {}
 
+    def complete_inputs(self, inputs):
+        """`inputs` as the graph takes them, checked as an eager call checks
+        them; `fit`, `evaluate` and `predict` run it on examples in memory,
+        so that text, fractional ids and the like are refused with the same
+        message. Defaults to `inputs` as they are.
+
+        Example:
+
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> sorted(backbone.complete_inputs({"token_ids": [[2, 7, 3]]}))
+        ['padding_mask', 'segment_ids', 'token_ids']
+        """
+        return inputs
+
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0):
         # Packed inputs, checked once here (`BaseModel`); Keras batches them.
         x, y = check_examples(x, y, type(self).__name__, batch_size)
+        if isinstance(x, (dict, *IN_MEMORY)):
+            # Keras would truncate fractional ids (a cast) and name strings only an
+            # "Unrecognized data type".
+            x = self.complete_inputs(x)
         x = batch_checks.checked(x, self.input_limits())
         return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
 

@@ -5,10 +5,13 @@ work, the same on every backend; valid unusual inputs give the right result."""
 import numpy as np
 import tensorflow as tf
 
+import kzoo
 from tests.robustness.case_table import Case, Gives, Raises, check, parametrize, plain, tiny_models
 
 IDS = np.array([[2, 5, 6, 3]])  # [CLS] the a [SEP] in the BERT fixtures' vocabulary
 SOURCE = np.array([[4, 5, 3, 0]])  # a b [EOS] [PAD] in the Transformer's
+FRACTIONAL = np.array([[2, 5.7, 3]])
+EMPTY_SOURCE = np.zeros((0, 4), "int32")  # a batch of no sources
 
 
 def pooled_shape(models, inputs):
@@ -92,6 +95,27 @@ BERT_ID_CASES = [
          Raises(ValueError, "BertBackbone got 0 examples")),
     Case("backbone_predict_none", lambda m: m.backbone.predict(None),
          Raises(ValueError, "BertBackbone got no examples (x=None)")),
+    # `predict`, `predict_on_batch` and `fit` check as the eager call does: Keras
+    # would cast 5.7 to 5 (TensorFlow, JAX) and name strings an "Unrecognized data type".
+    Case("backbone_predict_fractional_ids", lambda m: m.backbone.predict({"token_ids": FRACTIONAL}, verbose=0),
+         Raises(ValueError, "BertBackbone: token_ids", INTEGER, "got 5.7 at index (0, 1)")),
+    Case("backbone_predict_on_batch_fractional_ids", lambda m: m.backbone.predict_on_batch({"token_ids": FRACTIONAL}),
+         Raises(ValueError, "BertBackbone: token_ids", INTEGER, "got 5.7 at index (0, 1)")),
+    Case("backbone_predict_fractional_segment_ids",
+         lambda m: m.backbone.predict(with_ids(segment_ids=np.array([[0, 0, 0.5, 1]])), verbose=0),
+         Raises(ValueError, "segment_ids", INTEGER, "got 0.5 at index (0, 2)")),
+    Case("backbone_fit_fractional_ids", lambda m: m.backbone.fit({"token_ids": FRACTIONAL}, verbose=0),
+         Raises(ValueError, "BertBackbone: token_ids", INTEGER, "got 5.7 at index (0, 1)")),
+    Case("backbone_predict_integral_float_ids", lambda m: m.backbone.predict(IDS.astype("float32"), verbose=0)["pooled_output"].shape,
+         Gives([1, 8])),
+    Case("backbone_predict_text", lambda m: m.backbone.predict(["a raw string"], verbose=0),
+         Raises(ValueError, NOT_TEXT, "kzoo.BertPreprocessor", "kzoo.BertClassifier, which takes text")),
+    Case("backbone_predict_string_array", lambda m: m.backbone.predict(np.array(["the film", "a song"]), verbose=0),
+         Raises(ValueError, NOT_TEXT, "kzoo.BertPreprocessor")),
+    Case("backbone_predict_text_pairs", lambda m: m.backbone.predict((["the film"], ["a song"]), verbose=0),
+         Raises(ValueError, NOT_TEXT)),
+    Case("backbone_predict_on_batch_text", lambda m: m.backbone.predict_on_batch(["a raw string"]),
+         Raises(ValueError, NOT_TEXT, "kzoo.BertPreprocessor")),
 ]
 
 TRANSFORMER_CASES = [
@@ -116,6 +140,14 @@ TRANSFORMER_CASES = [
     Case("transformer_predict_zero_rows",
          lambda m: m.transformer.predict(transformer_inputs(np.zeros((0, 4), "int32"), np.zeros((0, 2), "int32"))),
          Raises(ValueError, "Transformer got 0 examples")),
+    Case("transformer_predict_text", lambda m: m.transformer.predict(["a b"], verbose=0),
+         Raises(ValueError, "Transformer takes token ids, not text", "kzoo.TransformerPreprocessor")),
+    Case("transformer_predict_fractional_ids",
+         lambda m: m.transformer.predict(transformer_inputs(decoder=np.array([[2, 4.5]])), verbose=0),
+         Raises(ValueError, "Transformer: decoder_token_ids", INTEGER, "got 4.5 at index (0, 1)")),
+    Case("transformer_predict_on_batch_fractional_ids",
+         lambda m: m.transformer.predict_on_batch(transformer_inputs(encoder=np.array([[4, 5.5, 3]]))),
+         Raises(ValueError, "Transformer: encoder_token_ids", INTEGER, "got 5.5 at index (0, 1)")),
     Case("transformer_fit_rows_and_labels_differ",
          lambda m: m.transformer.fit(transformer_inputs(), np.array([[4, 3], [4, 3]]), verbose=0),
          Raises(ValueError, "Transformer got 1 examples but 2 labels")),
@@ -158,6 +190,16 @@ GENERATION_CASES = [
          Gives([[3, 0, 0, 0], [3, 0, 0, 0]])),
     Case("generate_all_padding_source", lambda m: generated(m, source=np.zeros((1, 4), "int32")),
          Gives([[3, 0, 0, 0]])),
+    # An empty batch gives an empty batch of outputs (JAX's beam search failed on it).
+    Case("generate_empty_batch_greedy", lambda m: tuple(generated(m, source=EMPTY_SOURCE).shape), Gives([0, 4])),
+    Case("generate_empty_batch_beam", lambda m: tuple(generated(m, source=EMPTY_SOURCE, beam_size=2).shape),
+         Gives([0, 4])),
+    Case("generate_empty_batch_default_length",  # source length 4 + 50, within the 16 positions
+         lambda m: tuple(m.transformer.generate(EMPTY_SOURCE).shape), Gives([0, 16])),
+    Case("generate_empty_batch_not_compiled",
+         lambda m: tuple(generated(m, source=EMPTY_SOURCE, beam_size=2, compiled=False).shape), Gives([0, 4])),
+    Case("translate_no_sources",
+         lambda m: kzoo.translate(m.transformer, m.transformer_preprocessor, [], beam_size=2, max_length=4), Gives([])),
     Case("generate_empty_text_through_preprocessor",
          lambda m: generated(m, source=m.transformer_preprocessor([""]).numpy())[0], Gives([3, 0, 0, 0])),
 ]

@@ -53,6 +53,32 @@ def edited_preset(**fields):
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def saved_huggingface():
+    path = tempfile.mkdtemp()
+    tiny_backbone(num_layers=1, hidden_dim=8).save_to_preset(path, format="huggingface")
+    return path
+
+
+def edited_huggingface(**fields):
+    """A copy of the Hugging Face checkpoint with `config.json` fields
+    changed (a value of None deletes the field)."""
+    path = tempfile.mkdtemp()
+    for name in os.listdir(saved_huggingface()):
+        with open(os.path.join(saved_huggingface(), name), "rb") as source, open(os.path.join(path, name), "wb") as copy:
+            copy.write(source.read())
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    for name, value in fields.items():
+        if value is None:
+            del config[name]
+        else:
+            config[name] = value
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    return path
+
+
 def corrupt_preset():
     path = edited_preset()
     with open(os.path.join(path, "config.json"), "w") as f:
@@ -186,6 +212,20 @@ PRESET_CASES = [
          Raises(ValueError, "Transformer: vocabulary_size must be an int >= 1; got '7' (str)")),
     Case("num_classes_as_float", lambda m: kzoo.BertClassifier(m.classifier.backbone, num_classes=2.0),
          Raises(ValueError, "num_classes must be a positive int", "got 2.0")),
+    # A checkpoint of another format: its own field names, not kzoo's arguments.
+    Case("huggingface_field_as_word",
+         lambda m: kzoo.BertBackbone.from_preset(edited_huggingface(num_hidden_layers="two")),
+         Raises(ValueError, "config.json: num_hidden_layers must be a JSON integer >= 0; got 'two' (str)",
+                "never rounded or parsed")),
+    Case("huggingface_size_as_float", lambda m: kzoo.BertBackbone.from_preset(edited_huggingface(hidden_size=8.0)),
+         Raises(ValueError, "config.json: hidden_size must be a JSON integer >= 1; got 8.0 (float)")),
+    Case("huggingface_dropout_as_string",
+         lambda m: kzoo.BertBackbone.from_preset(edited_huggingface(hidden_dropout_prob="0.1")),
+         Raises(ValueError, "config.json: hidden_dropout_prob must be a JSON number >= 0; got '0.1' (str)")),
+    Case("huggingface_without_vocab_size", lambda m: kzoo.BertBackbone.from_preset(edited_huggingface(vocab_size=None)),
+         Raises(ValueError, "config.json has no vocab_size")),
+    Case("huggingface_checkpoint_loads", lambda m: kzoo.BertBackbone.from_preset(saved_huggingface()).num_layers,
+         Gives(1)),
     Case("saved_backbone_loads", lambda m: kzoo.BertBackbone.from_preset(saved_backbone()).num_layers, Gives(1)),
 ]
 

@@ -203,7 +203,22 @@ class Transformer(TransformerGeneration, Backbone):
     # === Forward pass (sec. 3) ===
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(standardize_inputs(inputs, self.vocabulary_size), *args, **kwargs)
+        return super().__call__(self.complete_inputs(inputs), *args, **kwargs)
+
+    def complete_inputs(self, inputs):
+        """The inputs dict with lists made arrays, checked (ids, not text;
+        integers inside int32; batch sizes that agree): the checks of an eager
+        call, which `fit`, `evaluate` and `predict` run on data in memory.
+
+        Example:
+
+        >>> model = Transformer(vocabulary_size=20, num_layers=1, hidden_dim=8,
+        ...                     intermediate_dim=16, num_heads=2)
+        >>> inputs = model.complete_inputs({"encoder_token_ids": [[5, 3]], "decoder_token_ids": [[2]]})
+        >>> inputs["encoder_token_ids"].shape
+        (1, 2)
+        """
+        return standardize_inputs(inputs, self.vocabulary_size)
 
     def call(self, inputs, training=None, mask=None):
         # Checked here: JAX's compiled steps reach `call` through

@@ -151,7 +151,7 @@ class TransformerGeneration:
             and padding (an empty sentence, e.g. a blank line of a test set) gives
             the empty translation, `[EOS]` then padding, so that outputs stay
             aligned with inputs; a model trained on real sentences would otherwise
-            make words up.
+            make words up. An empty batch `(0, source_length)` gives `(0, max_length)`.
 
         Example:
 
@@ -175,6 +175,9 @@ class TransformerGeneration:
             buffer_length = self.max_sequence_length if source_length is None else source_length + EXTRA_OUTPUT_LENGTH
             max_length = min(buffer_length, self.max_sequence_length)
         check_positions_fit(0, max_length, self.max_sequence_length, "decoder_token_ids")
+        if encoder_token_ids.shape[0] == 0:
+            # Nothing to search (and on JAX, `take` from zero rows drops the beams' axes).
+            return ops.full((0, max_length), self.padding_id, "int32")
         if not compiled:
             return self._search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
         search = self.__dict__.get("_inference_search")

@@ -1,7 +1,7 @@
 """What `kzoo.Transformer` takes: its config (sec. 3.2.2, 3.5, Table 3) and its
 inputs, source and target token ids, checked before any work."""
 
-from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, missing_token_ids
+from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, holds_text, missing_token_ids
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
 POSITION_ENCODINGS = ("sinusoidal", "learned")
@@ -36,6 +36,10 @@ def check_config(vocabulary_size, hidden_dim, num_heads, key_dim, position_encod
 def standardize_inputs(inputs, vocabulary_size=None):
     """The inputs dict with lists made arrays, checked (`check_id_inputs`,
     ids against `vocabulary_size` if given), or a `ValueError` naming the keys."""
+    if not isinstance(inputs, dict) and holds_text(inputs):
+        raise ValueError(
+            f"Transformer takes token ids, not text: a dict with keys {list(INPUT_NAMES)}. {TEXT_HINT}"
+        )
     if not isinstance(inputs, dict) or set(inputs) != set(INPUT_NAMES):
         got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
         raise ValueError(
