@@ -216,6 +216,8 @@ class BaseModel(keras.Model):
         )
 
     def _pad_outputs_to(self, length):
+        if not any(size is None for output in keras.tree.flatten(self.output) for size in output.shape[1:]):
+            length = None  # no output along the sequence (e.g. embeddings): one traced step for every length
         if length != getattr(self, "_output_length", None):
             self._output_length = length
             self.predict_function = None  # traced with the old length
