@@ -199,21 +199,26 @@ class Preprocessor(keras.layers.Layer):
         ([[2, 5, 3, 0], [2, 5, 5, 3]], [0, 1])
         """
         starts = range(0, num_rows(x), PREPROCESSING_CHUNK)
-        call = self._traced_call() if self.traceable and y is None and sample_weight is None else self.call
+        traced = self.traceable and y is None and sample_weight is None
         chunks = []
         for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
             part = [rows(value, start, start + PREPROCESSING_CHUNK) for value in (x, y, sample_weight)]
-            packed = keras.utils.unpack_x_y_sample_weight(call(*part))
+            packed = self._traced_call(part[0])(part[0]) if traced else self.call(*part)
+            packed = keras.utils.unpack_x_y_sample_weight(packed)
             chunks.append(keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), packed))
         if len(chunks) == 1:
             return chunks[0]
         return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
 
-    def _traced_call(self):
-        """`call` as a `tf.function`, traced again if the config changed."""
-        key = tuple((k, v) for k, v in serialization.constructor_config(self, skip=("tokenizer",)).items())
+    def _traced_call(self, x):
+        """`call` on `x` alone as a `tf.function` traced once for the structure
+        of `x`, its axes left unknown (a batch of another size or length does
+        not trace it again), and again if the config changed."""
+        spec = tf.nest.map_structure(lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), x)
+        config = tuple((k, v) for k, v in serialization.constructor_config(self, skip=("tokenizer",)).items())
+        key = (config, id(self.tokenizer), repr(spec))
         cached = self.__dict__.get("_traced")  # not a tracked attribute
-        if cached is None or cached[0] != (key, id(self.tokenizer)):
-            cached = ((key, id(self.tokenizer)), tf.function(self.call, reduce_retracing=True))
+        if cached is None or cached[0] != key:
+            cached = (key, tf.function(lambda inputs: self.call(inputs), input_signature=[spec]))
             self.__dict__["_traced"] = cached
         return cached[1]
