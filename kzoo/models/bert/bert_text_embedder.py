@@ -19,6 +19,7 @@ from kzoo.models.task import Task
 POOLING = ("mean", "cls", "max", "mean_sqrt_len_tokens")  # sentence-transformers' names
 
 
+@keras.saving.register_keras_serializable(package="kzoo")
 class SentencePooling(keras.layers.Layer):
     """One vector per text from its token states, over the real tokens only
     (Sentence-BERT sec. 3: MEAN, CLS and MAX), optionally of unit length.
@@ -49,6 +50,7 @@ class SentencePooling(keras.layers.Layer):
     """
 
     def __init__(self, mode="mean", normalize=True, **kwargs):
+        kwargs.pop("dtype", None)  # float32 always, as sentence-transformers pools
         super().__init__(dtype="float32", **kwargs)
         if mode not in POOLING:
             raise ValueError(f"Unknown pooling {mode!r}: choose one of {list(POOLING)} (Sentence-BERT sec. 3).")

@@ -157,3 +157,9 @@ def test_errors(backbone):
         kzoo.semantic_search(np.ones((1, 4)), np.ones((2, 8)))
     with pytest.raises(ValueError, match="top_k must be a positive int"):
         kzoo.semantic_search(np.ones((1, 4)), np.ones((2, 4)), top_k=0)
+
+
+def test_pooling_layer_config_round_trips():
+    layer = kzoo.models.bert.bert_text_embedder.SentencePooling("max", normalize=False, name="pool")
+    restored = type(layer).from_config(layer.get_config())
+    assert (restored.mode, restored.normalize, restored.name, restored.dtype_policy.name) == ("max", False, "pool", "float32")
