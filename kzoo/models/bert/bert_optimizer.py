@@ -61,9 +61,14 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             (1,000,000); at least `warmup_steps`.
         end_learning_rate: float. The learning rate at and after `total_steps`.
             Defaults to `0.0`.
+        gradient_accumulation_steps: int. Micro-batches per optimizer step.
+            Keras evaluates a schedule at its count of micro-batches, so the
+            schedule divides it by this to count optimizer steps, the steps
+            of `warmup_steps` and `total_steps`. Defaults to `1`.
 
     Call arguments:
-        step: int or scalar tensor. The optimizer step.
+        step: int or scalar tensor. The micro-batch count (the optimizer
+            step without gradient accumulation).
 
     Returns:
         A float32 scalar tensor.
@@ -75,7 +80,8 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     [0.0, 5e-05, 0.0001, 5e-05, 0.0, 0.0]
     """
 
-    def __init__(self, peak_learning_rate, warmup_steps, total_steps, end_learning_rate=0.0):
+    def __init__(self, peak_learning_rate, warmup_steps, total_steps, end_learning_rate=0.0,
+                 gradient_accumulation_steps=1):
         if warmup_steps < 0 or total_steps < max(warmup_steps, 1):
             raise ValueError(
                 "LinearWarmupLinearDecay needs 0 <= warmup_steps <= total_steps and "
@@ -86,9 +92,10 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
         self.end_learning_rate = end_learning_rate
+        self.gradient_accumulation_steps = gradient_accumulation_steps
 
     def __call__(self, step):
-        step = ops.cast(step, "float32")
+        step = ops.cast(ops.floor_divide(step, self.gradient_accumulation_steps), "float32")
         peak = ops.cast(self.peak_learning_rate, "float32")
         end = ops.cast(self.end_learning_rate, "float32")
         warmup = float(max(self.warmup_steps, 1))
@@ -104,6 +111,7 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "total_steps": self.total_steps,
             "end_learning_rate": self.end_learning_rate,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
         }
 
 
@@ -175,6 +183,7 @@ def bert_pretraining_optimizer(
     beta_2=0.999,
     epsilon=1e-6,
     global_clipnorm=1.0,
+    gradient_accumulation_steps=None,
 ):
     """The paper's pre-training optimizer (BERT sec. 3.1, appendix A.2).
 
@@ -197,6 +206,11 @@ def bert_pretraining_optimizer(
         epsilon: float. Adam's epsilon. Defaults to `1e-6`.
         global_clipnorm: float or None. Clip the gradients to this global norm;
             `None` turns clipping off. Defaults to `1.0`.
+        gradient_accumulation_steps: int or None. Update once every this many
+            micro-batches with their mean gradient (Keras' own accumulation),
+            clipped and decayed as one batch of that many times the size;
+            `total_steps`, `warmup_steps` and the schedule count optimizer
+            steps, not micro-batches. Defaults to `None`: every batch.
 
     Returns:
         A `BertAdamW`.
@@ -213,13 +227,18 @@ def bert_pretraining_optimizer(
     >>> round(float(bert_pretraining_optimizer().learning_rate), 8)  # no total: constant
     0.0001
     """
+    accumulate = gradient_accumulation_steps
+    if accumulate is not None and (isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1):
+        raise ValueError(f"gradient_accumulation_steps must be a positive int or None; got {accumulate!r}.")
+    accumulate = None if accumulate == 1 else accumulate  # Keras takes 2 or more
     if total_steps is None:
         schedule = learning_rate
     else:
         schedule = LinearWarmupLinearDecay(
-            learning_rate, min(warmup_steps, total_steps), total_steps
+            learning_rate, min(warmup_steps, total_steps), total_steps, gradient_accumulation_steps=accumulate or 1
         )
     return BertAdamW(
+        gradient_accumulation_steps=accumulate,
         learning_rate=schedule,
         weight_decay=weight_decay,
         beta_1=beta_1,

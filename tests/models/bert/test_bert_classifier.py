@@ -100,7 +100,8 @@ def test_default_compile_is_the_fine_tuning_recipe():
     schedule = model.optimizer._learning_rate
     assert isinstance(model.optimizer, kzoo.BertAdamW)
     assert schedule.get_config() == {
-        "peak_learning_rate": 5e-5, "warmup_steps": 1, "total_steps": 10, "end_learning_rate": 0.0
+        "peak_learning_rate": 5e-5, "warmup_steps": 1, "total_steps": 10, "end_learning_rate": 0.0,
+        "gradient_accumulation_steps": 1,
     }
     assert model.optimizer.weight_decay == 0.01
 

@@ -65,6 +65,7 @@ def test_schedule_config_round_trip():
         "warmup_steps": 7,
         "total_steps": 70,
         "end_learning_rate": 1e-5,
+        "gradient_accumulation_steps": 1,
     }
     serialized = json.loads(json.dumps(keras.saving.serialize_keras_object(schedule)))
     revived = keras.saving.deserialize_keras_object(serialized)
@@ -172,6 +173,7 @@ def test_bert_pretraining_optimizer_defaults():
         "warmup_steps": 10_000,
         "total_steps": 1_000_000,
         "end_learning_rate": 0.0,
+        "gradient_accumulation_steps": 1,
     }
     # The optimizer reads the schedule at its own step counter.
     values = []
