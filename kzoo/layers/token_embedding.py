@@ -5,6 +5,7 @@ import warnings
 
 import keras
 
+from kzoo import backend
 from kzoo.backend.checks import VOCABULARY_ADVICE, check_ids_in_range
 
 
@@ -60,10 +61,18 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
 
     ids_advice = VOCABULARY_ADVICE
 
-    def call(self, inputs, reverse=False):
-        return super().call(self._checked(inputs, reverse), reverse=reverse)
+    def call(self, inputs, reverse=False, training=None):
+        inputs = self._checked(inputs, reverse)
+        if reverse or not training:
+            return super().call(inputs, reverse=reverse)
+        # Keras' lookup on a table whose gradient stays dense on TensorFlow too, so
+        # that Adam updates every row as on JAX and torch (`kzoo.backend.dense_gradient`).
+        if keras.backend.standardize_dtype(inputs.dtype) not in ("int32", "int64"):
+            inputs = keras.ops.cast(inputs, "int32")
+        outputs = keras.ops.take(backend.dense_gradient(self.embeddings), inputs, axis=0)
+        return keras.ops.cast(outputs, self.compute_dtype)
 
-    def quantized_call(self, inputs, reverse=False):
+    def quantized_call(self, inputs, reverse=False, training=None):  # an int8 table is not trained
         # Keras calls this instead of `call` once the table is quantized.
         with warnings.catch_warnings():
             # Keras' int8 reverse projection transposes the 1-D scales, which torch warns about.
