@@ -19,7 +19,7 @@ import tensorflow as tf
 from kzoo import backend
 from kzoo.models import batch_checks, quantization, serialization
 from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream, split_off
-from kzoo.models.input_checks import check_int
+from kzoo.models.input_checks import check_int, check_validation_split
 from kzoo import atomic
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
@@ -146,16 +146,20 @@ class BaseModel(keras.Model):
         `keras.callbacks.BackupAndRestore` sees the uninterrupted one's
         batches; a dataset read with `steps_per_epoch` is read on from where
         a backup stopped. `validation_split` holds out the last fraction of
-        examples in memory; `shuffle=None` (the default) is True except for
+        examples in memory, before shuffling, as Keras does (raw text and
+        label names too; not a dataset); `validation_data=(x_val, y_val)`
+        takes what `fit` takes, batched by length with `validation_batch_size`
+        (else `batch_size`). `shuffle=None` (the default) is True except for
         a `tf.data.Dataset`, which shuffles itself."""
         if self.compiles_itself and not self.compiled:
             self.compile()
         check_int(epochs, "epochs", type(self).__name__, minimum=0)
-        if validation_split and validation_data is None and isinstance(x, (*IN_MEMORY, dict)):
+        if validation_data is None and check_validation_split(validation_split, x, type(self).__name__):
             (x, held_x), (y, held_y), (sample_weight, held_w) = (
                 split_off(v, validation_split) for v in (x, y, sample_weight)
             )
-            validation_data, validation_split = (held_x, held_y, held_w), 0.0
+            validation_data = (held_x, held_y, held_w)
+        validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
@@ -165,7 +169,14 @@ class BaseModel(keras.Model):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
             unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)
-            held = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), batch_size)[0]
+            if y is not None and not isinstance(validation_data, tuple) and isinstance(validation_data, IN_MEMORY):
+                raise ValueError(
+                    f"{type(self).__name__}: the training examples have labels but validation_data has "
+                    f"none (got a {type(validation_data).__name__}). Pass validation_data=(x_val, y_val) "
+                    "as a tuple; a list is read as examples."
+                )
+            held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
+            held = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), held_batch_size)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
         if getattr(self, "_default_optimizer_pending", False):
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)

@@ -176,6 +176,11 @@ class Task(BaseModel):
         self.preprocessor = self.preprocessor_for(self._require_preprocessor().tokenizer, sequence_length)
 
     def _require_preprocessor(self):
+        if self.preprocessor is None and self.preprocessor_class is None:  # e.g. BertPretrainer
+            raise ValueError(
+                f"{type(self).__name__} takes packed inputs (a dict with {list(self.input)}, and their "
+                "labels), or a tf.data.Dataset of them; not raw text."
+            )
         if self.preprocessor is None:
             raise ValueError(
                 f"This {type(self).__name__} has no preprocessor, so it takes packed inputs only "
