@@ -30,11 +30,14 @@ Public API:
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
   name (parameter counts, where the weights come from); every model's
   `save_to_preset(path)` / `from_preset(name or path)` (`kzoo.presets`).
+- `kzoo.BestPreset`: a callback keeping the best epoch of a `fit` as a preset
+  directory (atomic saves), beside Keras' `EarlyStopping(restore_best_weights=True)`.
 - `kzoo.checkpoints`: BERT checkpoints of Hugging Face, google-research and
   KerasHub, which `from_preset` reads (and `save_to_preset` writes for Hugging Face).
 """
 
 from kzoo import checkpoints as checkpoints  # the formats `from_preset` reads
+from kzoo.callbacks import BestPreset
 from kzoo import data, distribution, layers
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (

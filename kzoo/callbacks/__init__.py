@@ -1,0 +1,8 @@
+"""Keras callbacks for kzoo models: `BestPreset` keeps the best epoch of a
+`fit` as a preset directory. With Keras' own `EarlyStopping(monitor="val_loss",
+restore_best_weights=True)` (which ends the run and puts the best weights back
+in memory) it is the fine-tuning loop of Hugging Face's `load_best_model_at_end`."""
+
+from kzoo.callbacks.best_preset import BestPreset
+
+__all__ = ["BestPreset"]

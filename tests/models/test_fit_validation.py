@@ -1,0 +1,80 @@
+"""Validation during `fit` on raw text (Task/BaseModel, every task): the
+held-out part is Keras' (the last examples, before shuffling), labels may be
+names, bad values are refused before any work, and Keras' EarlyStopping
+restores the best epoch's weights."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kzoo
+from tests.models.bert.task_fixtures import TOPICS, VOCABULARY, tiny_backbone, topic_sentences
+
+NAMES = list(TOPICS)
+
+
+def tiny_classifier():
+    keras.utils.set_random_seed(0)
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=16)
+    model = kzoo.BertClassifier(tiny_backbone(num_layers=1, hidden_dim=8), class_names=NAMES,
+                                preprocessor=preprocessor, dropout=0.0)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    return model
+
+
+def test_validation_split_is_the_last_examples_and_takes_class_names():
+    model = tiny_classifier()
+    texts, ids = topic_sentences(32, seed=0)
+    names = [NAMES[i] for i in ids]
+    history = model.fit(texts, names, validation_split=0.25, batch_size=8, epochs=1, verbose=0).history
+    held_out = model.evaluate(texts[-8:], ids[-8:], batch_size=8, return_dict=True, verbose=0)  # as Keras: the last 8
+    np.testing.assert_allclose([history["val_loss"][0], history["val_accuracy"][0]],
+                               [held_out["loss"], held_out["accuracy"]], atol=1e-6)
+    # validation_data in names, batched by length as training (validation_batch_size honoured).
+    history = model.fit(texts[:24], ids[:24], validation_data=(texts[24:], names[24:]), validation_batch_size=3,
+                        epochs=1, verbose=0).history
+    held_out = model.evaluate(texts[24:], ids[24:], return_dict=True, verbose=0)
+    np.testing.assert_allclose(history["val_loss"][0], held_out["loss"], atol=1e-6)
+
+
+@pytest.mark.parametrize("fraction, message", [
+    (1.0, r"must be a number in \[0, 1\).*got 1.0"),
+    (-0.2, r"must be a number in \[0, 1\).*got -0.2"),
+    ("0.2", r"must be a number in \[0, 1\).*got '0.2' \(str\)"),
+    (0.99, "validation_split=0.99 of 8 examples leaves 0 for training"),
+    (1e-20, "validation_split=1e-20 of 8 examples leaves 0 for validation"),
+])
+def test_bad_validation_split_fails_before_training(fraction, message):
+    model = tiny_classifier()
+    texts, ids = topic_sentences(8, seed=0)
+    before = model.get_weights()
+    with pytest.raises(ValueError, match=message):
+        model.fit(texts, ids, validation_split=fraction, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_validation_of_a_dataset_or_without_labels_is_refused():
+    model = tiny_classifier()
+    texts, ids = topic_sentences(8, seed=0)
+    with pytest.raises(ValueError, match=r"validation_split cuts examples in memory.*dataset.take\(n\)"):
+        model.fit(tf.data.Dataset.from_tensor_slices((texts, ids)).batch(4), validation_split=0.25, verbose=0)
+    with pytest.raises(ValueError, match=r"validation_data has none \(got a list\).*as a tuple"):
+        model.fit(texts, ids, validation_data=[texts, ids], verbose=0)
+
+
+def test_early_stopping_restores_the_best_epochs_weights():
+    """Validation labels opposite to training's: val_loss gets worse as the model
+    learns, so the best epoch is not the last and restoring changes the weights."""
+    model = tiny_classifier()
+    texts, ids = topic_sentences(32, seed=1)
+    flipped = [NAMES[(i + 1) % 3] for i in ids[:16]]
+    weights = []
+    keep = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: weights.append(model.get_weights()))
+    stop = keras.callbacks.EarlyStopping(patience=2, restore_best_weights=True)
+    history = model.fit(texts, ids, validation_data=(texts[:16], flipped), batch_size=8, epochs=6, verbose=0,
+                        callbacks=[keep, stop]).history
+    best = int(np.argmin(history["val_loss"]))
+    assert stop.best_epoch == best < len(weights) - 1
+    assert max(np.max(np.abs(a - b)) for a, b in zip(model.get_weights(), weights[best])) == 0.0
+    assert max(np.max(np.abs(a - b)) for a, b in zip(model.get_weights(), weights[-1])) > 1e-3
