@@ -1,7 +1,7 @@
 """Validation during `fit` on raw text (Task/BaseModel, every task): the
 held-out part is Keras' (the last examples, before shuffling), labels may be
-names, bad values are refused before any work, and Keras' EarlyStopping
-restores the best epoch's weights."""
+names, and bad values are refused before any work. EarlyStopping and
+kzoo.BestPreset: tests/callbacks/test_best_preset.py."""
 
 import keras
 import numpy as np
@@ -62,19 +62,3 @@ def test_validation_of_a_dataset_or_without_labels_is_refused():
     with pytest.raises(ValueError, match=r"validation_data has none \(got a list\).*as a tuple"):
         model.fit(texts, ids, validation_data=[texts, ids], verbose=0)
 
-
-def test_early_stopping_restores_the_best_epochs_weights():
-    """Validation labels opposite to training's: val_loss gets worse as the model
-    learns, so the best epoch is not the last and restoring changes the weights."""
-    model = tiny_classifier()
-    texts, ids = topic_sentences(32, seed=1)
-    flipped = [NAMES[(i + 1) % 3] for i in ids[:16]]
-    weights = []
-    keep = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: weights.append(model.get_weights()))
-    stop = keras.callbacks.EarlyStopping(patience=2, restore_best_weights=True)
-    history = model.fit(texts, ids, validation_data=(texts[:16], flipped), batch_size=8, epochs=6, verbose=0,
-                        callbacks=[keep, stop]).history
-    best = int(np.argmin(history["val_loss"]))
-    assert stop.best_epoch == best < len(weights) - 1
-    assert max(np.max(np.abs(a - b)) for a, b in zip(model.get_weights(), weights[best])) == 0.0
-    assert max(np.max(np.abs(a - b)) for a, b in zip(model.get_weights(), weights[-1])) > 1e-3
