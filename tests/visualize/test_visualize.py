@@ -109,3 +109,29 @@ def test_training_curves_during_fit_and_history(tmp_path):
     assert len(figure.axes[0].lines) == 2  # training and validation
     with pytest.raises(ValueError, match="nothing to plot"):
         plot_history({})
+
+
+def test_validation_curves_beside_training(tmp_path):
+    """Each panel's lines hold the logged values: training and validation per
+    epoch in `plot_history`; in `TrainingCurves`, validation at each epoch's last step."""
+    logs = {"loss": [0.9, 0.5, 0.4], "accuracy": [0.5, 0.7, 0.8], "val_loss": [1.0, 0.7, 0.75],
+            "val_accuracy": [0.4, 0.6, 0.55]}
+    figure = plot_history(logs, path=tmp_path / "history.png")
+    for axes in figure.axes:
+        lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in axes.lines}
+        name = axes.get_title()
+        assert lines == {"training": ([1, 2, 3], logs[name]), "validation": ([1, 2, 3], logs[f"val_{name}"])}
+    assert imread(tmp_path / "history.png").shape[2] == 4
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    curves = TrainingCurves(tmp_path / "curves.png")
+    x = np.random.rand(8, 2)
+    history = model.fit(x, x.sum(-1), batch_size=4, epochs=3, validation_data=(x[:4], x[:4].sum(-1)), verbose=0,
+                        callbacks=[curves])
+    loss = curves.figure().axes[0]
+    validation = [line for line in loss.lines if line.get_label() == "validation"][0]
+    assert list(validation.get_xdata()) == [2, 4, 6]  # the step ending each epoch
+    np.testing.assert_allclose(validation.get_ydata(), history.history["val_loss"], rtol=1e-6)
+    assert imread(tmp_path / "curves.png").shape[2] == 4
