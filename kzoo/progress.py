@@ -27,7 +27,7 @@ def interactive():
     return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
 
 
-def fit_progress(distributed=None, curves=None):
+def fit_progress(distributed=None, curves=None, callbacks=()):
     """`fit` keyword arguments for progress: Keras' bar on a terminal, else a
     line every `LOG_EVERY_SECONDS` and one per epoch.
 
@@ -38,6 +38,9 @@ def fit_progress(distributed=None, curves=None):
         curves: `kzoo.visualize.TrainingCurves` or None. Added to the
             callbacks (it keeps its picture up to date during `fit`).
             Defaults to `None`.
+        callbacks: iterable of `keras.callbacks.Callback`. More callbacks
+            (e.g. `keras.callbacks.EarlyStopping`), after the progress and the
+            curves. Defaults to `()`.
 
     Returns:
         A dict of `fit` keyword arguments: `verbose` and `callbacks`.
@@ -52,7 +55,7 @@ def fit_progress(distributed=None, curves=None):
 
     if distributed is not None and type(distributed).fit is not Distributed.fit:
         return {"verbose": 1}
-    extra = [] if curves is None else [curves]
+    extra = ([] if curves is None else [curves]) + list(callbacks)
     if interactive():
         return {"verbose": 1, "callbacks": extra}
     return {"verbose": 0, "callbacks": [ProgressLines(), *extra]}

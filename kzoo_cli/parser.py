@@ -109,6 +109,17 @@ def build_parser(prog="kzoo"):
     finetune.add_argument("--output", required=True, metavar="DIR",
                           help="preset directory to write (with training_curves.png)")
     _training(finetune, epochs=3, batch_size=32, learning_rate=5e-5, sequence_length=128)
+    finetune.add_argument("--validation-split", type=float, metavar="F",
+                          help="hold out the last fraction F of the --train rows (before shuffling) as the "
+                               "validation examples, instead of --validation")
+    finetune.add_argument("--early-stopping", type=int, metavar="N",
+                          help="stop when the validation loss has not improved for N epochs, and keep the best "
+                               "epoch (restored and saved to --output as it trains); needs --validation or "
+                               "--validation-split")
+    finetune.add_argument("--accumulate", type=int, default=1, metavar="K",
+                          help="gradient accumulation: one optimizer step every K batches, the update of one "
+                               "batch of K x --batch-size (default: 1)")
+    # The memory-saving options of issue 36 join here (e.g. --lora-rank R).
 
     predict = _command(commands, "predict", "Classify texts with a fine-tuned classifier: "
                        "labels and probabilities as CSV or JSON lines.")

@@ -13,17 +13,24 @@ from kzoo_cli.use_commands import positive, text_column_names
 
 def finetune(args):
     """`kzoo finetune PRESET --train FILE --output DIR`."""
-    for option in ("epochs", "batch_size", "sequence_length"):
+    for option in ("epochs", "batch_size", "sequence_length", "accumulate"):
         positive(f"--{option.replace('_', '-')}", getattr(args, option))
     text_columns = text_column_names(args)
     x, labels = _labelled(args.train, args, text_columns)
     class_names = _class_names(args.class_names, labels)
     _check_labels(labels, class_names, args.train)
     validation = None
-    if args.validation:
+    if args.validation_split is not None:
+        x, labels, validation = _split_off(x, labels, args)
+    elif args.validation:
         x_val, y_val = _labelled(args.validation, args, text_columns)
         _check_labels(y_val, class_names, args.validation)
         validation = (x_val, y_val)
+    if args.early_stopping is not None:
+        positive("--early-stopping", args.early_stopping)
+        if validation is None:
+            raise CommandError("--early-stopping watches the validation loss: give --validation FILE or "
+                               "--validation-split F too.")
     curves_path = _prepare_output(args.output)
     import kzoo  # noqa: PLC0415 (after the backend is chosen)
     import keras  # noqa: PLC0415
@@ -31,12 +38,24 @@ def finetune(args):
     keras.utils.set_random_seed(args.seed)
     model = kzoo.BertClassifier.from_preset(args.preset, class_names=class_names,
                                             sequence_length=args.sequence_length)
-    steps = args.epochs * math.ceil(len(labels) / args.batch_size)
-    model.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=args.learning_rate))
+    # Optimizer steps, which the warm-up and decay count: one per --accumulate batches.
+    steps = math.ceil(args.epochs * math.ceil(len(labels) / args.batch_size) / args.accumulate)
+    model.compile(optimizer=kzoo.bert_finetuning_optimizer(
+        steps, learning_rate=args.learning_rate, gradient_accumulation_steps=args.accumulate))
+    accumulated = f" of {args.accumulate} x {args.batch_size} examples" if args.accumulate > 1 else ""
     print(f"fine-tuning {args.preset} on {len(labels):,} examples, {len(class_names)} classes "
-          f"({', '.join(class_names[:8])}{', ...' if len(class_names) > 8 else ''}), {steps} steps", flush=True)
-    model.fit(x, labels, batch_size=args.batch_size, epochs=args.epochs, validation_data=validation,
-              **kzoo.progress.fit_progress(curves=_curves(kzoo, curves_path)))
+          f"({', '.join(class_names[:8])}{', ...' if len(class_names) > 8 else ''}), {steps} steps{accumulated}",
+          flush=True)
+    callbacks, stopping = [], None
+    if args.early_stopping is not None:
+        stopping = keras.callbacks.EarlyStopping(patience=args.early_stopping, restore_best_weights=True)
+        callbacks = [stopping, kzoo.BestPreset(args.output)]  # the best so far on disk, should the run stop
+    history = model.fit(x, labels, batch_size=args.batch_size, epochs=args.epochs, validation_data=validation,
+                        **kzoo.progress.fit_progress(curves=_curves(kzoo, curves_path), callbacks=callbacks))
+    if stopping is not None:
+        losses = history.history["val_loss"]
+        print(f"kept epoch {stopping.best_epoch + 1} of {len(losses)} (validation loss "
+              f"{losses[stopping.best_epoch]:.4f}, the lowest)")
     if validation is not None:
         results = model.evaluate(*validation, batch_size=args.batch_size, return_dict=True, verbose=0)
         majority = max(validation[1].count(name) for name in class_names) / len(validation[1])
@@ -97,6 +116,25 @@ def _labelled(path, args, text_columns):
     texts = [column(columns, rows, name, path) for name in text_columns]
     labels = column(columns, rows, args.label_column, path, kind="label")
     return (texts[0] if len(texts) == 1 else tuple(texts)), labels
+
+
+def _split_off(x, labels, args):
+    """`(x, labels, validation)`: the last --validation-split of the rows held
+    out, as Keras' `validation_split` (before shuffling)."""
+    fraction = args.validation_split
+    if args.validation:
+        raise CommandError("Give --validation FILE or --validation-split F, not both.")
+    if not 0 < fraction < 1:
+        raise CommandError(f"--validation-split must be a fraction between 0 and 1 (the share of the --train "
+                           f"rows held out, e.g. 0.1); got {fraction:g}.")
+    cut = int(len(labels) * (1 - fraction))
+    if cut in (0, len(labels)):
+        raise CommandError(f"--validation-split {fraction:g} of {len(labels)} rows leaves none for "
+                           f"{'training' if cut == 0 else 'validation'}; give more rows or another fraction.")
+    columns = x if isinstance(x, tuple) else (x,)
+    train, held = tuple(c[:cut] for c in columns), tuple(c[cut:] for c in columns)
+    unpack = (lambda c: c) if isinstance(x, tuple) else (lambda c: c[0])
+    return unpack(train), labels[:cut], (unpack(held), labels[cut:])
 
 
 def _class_names(given, labels):

@@ -103,3 +103,27 @@ def test_finetune_on_sentence_pairs_from_tsv(tmp_path):
     expected = softmax(np.asarray(model.predict(([p[0] for p in pairs], [p[1] for p in pairs]), verbose=0)))
     found = np.array([[row["probabilities"]["different"], row["probabilities"]["same"]] for row in rows])
     np.testing.assert_allclose(found, expected, atol=2e-6)
+
+
+def test_validation_split_early_stopping_and_accumulation(tmp_path):
+    """The held-out rows (the last quarter) have the opposite labels, so the
+    validation loss worsens as the model learns: the command keeps an early
+    epoch, and the saved preset is that epoch's model."""
+    save_classifier_preset(tmp_path / "start")
+    flip = {"positive": "negative", "negative": "positive"}
+    rows = labelled_rows(3) + [(text, flip[label]) for text, label in labelled_rows(1)]
+    write_csv(tmp_path / "train.csv", rows)
+    result = run_here("finetune", tmp_path / "start", "--train", tmp_path / "train.csv", "--output", tmp_path / "model",
+                      "--validation-split", "0.25", "--early-stopping", "1", "--accumulate", "2", "--epochs", "4",
+                      "--batch-size", "8", "--learning-rate", "1e-2", "--sequence-length", "8")
+    assert result.returncode == 0, result.stderr[-4000:]
+    # 30 training rows: 4 batches of 8 an epoch, an optimizer step every 2 of them.
+    assert "on 30 examples, 2 classes (negative, positive), 8 steps of 2 x 8 examples" in result.stdout
+    kept = result.stdout.split("kept epoch ")[1]
+    epoch, epochs = int(kept.split()[0]), int(kept.split()[2])
+    assert epoch < epochs, result.stdout
+    loss = float(kept.split("validation loss ")[1].split(",")[0])
+    held = rows[30:]
+    model = kzoo.BertClassifier.from_preset(tmp_path / "model")
+    results = model.evaluate([t for t, _ in held], [label for _, label in held], return_dict=True, verbose=0)
+    assert abs(results["loss"] - loss) < 1e-4
