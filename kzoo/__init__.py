@@ -101,6 +101,7 @@ __all__ = [
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
     "BertTokenizer",
+    "BestPreset",
     "CheckpointAveraging",
     "LabelSmoothedCrossEntropy",
     "LinearWarmupLinearDecay",

@@ -94,7 +94,8 @@ class BestPreset(keras.callbacks.Callback):
             return
         self.model.save_to_preset(self.path)  # atomic: written beside, then renamed into place
         if self.verbose:
-            print(f"\nEpoch {epoch + 1}: {self.monitor} {value:.5g} is the best so far; saved to {self.path}", flush=True)
+            print(f"\nEpoch {epoch + 1}: {self.monitor} {value:.5g}, the best so far; saved to {self.path}",
+                  flush=True)
         self.best, self.best_epoch = value, epoch
 
     def _better(self, value):

@@ -73,9 +73,8 @@ def check_validation_split(fraction, x, owner):
     ...
     ValueError: BertClassifier: validation_split=0.9 of 4 examples leaves 0 for training ...
     """
-    if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating)) or not (
-        0 <= fraction < 1
-    ):
+    number = isinstance(fraction, (int, float, np.integer, np.floating)) and not isinstance(fraction, (bool, np.bool_))
+    if not (number and 0 <= fraction < 1):
         raise ValueError(
             f"{owner}: validation_split must be a number in [0, 1), the fraction of the examples held "
             f"out (the last ones, as Keras does); got {fraction!r} ({type(fraction).__name__})."
