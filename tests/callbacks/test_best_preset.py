@@ -35,8 +35,8 @@ def test_best_epoch_with_early_stopping_reloads_as_the_restored_model(tmp_path):
     texts, ids = topic_sentences(32, seed=1)
     flipped = [NAMES[(i + 1) % 3] for i in ids[:16]]
     epochs, best = EpochWeights(), kzoo.BestPreset(tmp_path / "best")
-    stop = keras.callbacks.EarlyStopping(patience=2, restore_best_weights=True)
-    model.fit(texts, ids, validation_data=(texts[:16], flipped), batch_size=8, epochs=6, verbose=0,
+    stop = keras.callbacks.EarlyStopping(patience=1, restore_best_weights=True)
+    model.fit(texts, ids, validation_data=(texts[:16], flipped), batch_size=8, epochs=4, verbose=0,
               callbacks=[epochs, best, stop])
     assert best.best_epoch == stop.best_epoch < len(epochs.weights) - 1
     # EarlyStopping(restore_best_weights=True) puts back exactly the best epoch's weights.
