@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import kzoo
+from tests.models.bert import test_bert_token_classifier as tagged  # its tagged sentences
 from tests.models.bert.task_fixtures import TOPICS, VOCABULARY, tiny_backbone, topic_sentences
 
 NAMES = list(TOPICS)
@@ -62,3 +63,16 @@ def test_validation_of_a_dataset_or_without_labels_is_refused():
     with pytest.raises(ValueError, match=r"validation_data has none \(got a list\).*as a tuple"):
         model.fit(texts, ids, validation_data=[texts, ids], verbose=0)
 
+
+
+def test_token_classifier_validation_split_takes_tag_names():
+    """The same path for labels per word: the last sentences held out, their tags given as names."""
+    keras.utils.set_random_seed(0)
+    preprocessor = kzoo.BertTokenClassifierPreprocessor(kzoo.BertTokenizer(tagged.VOCABULARY), 16)
+    backbone = kzoo.BertBackbone(vocabulary_size=len(tagged.VOCABULARY), num_layers=1, num_heads=2, hidden_dim=8,
+                                 intermediate_dim=16, max_sequence_length=16)
+    model = kzoo.BertTokenClassifier(backbone, tags=tagged.TAGS, preprocessor=preprocessor)
+    words, tags = tagged.TRAIN_WORDS[:16], tagged.TRAIN_TAGS[:16]  # tags as names
+    history = model.fit(words, tags, validation_split=0.25, batch_size=4, epochs=1, verbose=0).history
+    held_out = model.evaluate(words[12:], tagged.label_ids(tags[12:]), return_dict=True, verbose=0)
+    np.testing.assert_allclose(history["val_loss"][0], held_out["loss"], atol=1e-6)
