@@ -63,7 +63,7 @@ step per length used).
 
 `--smoke` runs every step above (both models, validation and the best
 epoch, saving, reloading, predictions) on 8 sentences per area for two
-epochs, in about a minute, and
+epochs, in about a minute (90 s on TensorFlow, 59 s on JAX, 2 cores), and
 saves under the system temp dir (see example_runs.py).
 
 With `--distributed`, fine-tunes on every device and host with
