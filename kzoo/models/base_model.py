@@ -1,7 +1,8 @@
 """The one base of kzoo's `Backbone` and `Task`: what both add to `keras.Model`.
 
 - A config made of the constructor's arguments (`kzoo.models.serialization`),
-  with the int8 mode of `quantize` (`kzoo.models.quantization`).
+  with the int8 mode of `quantize` (`kzoo.models.quantization`) and LoRA
+  (`enable_lora`, `kzoo.layers.lora`).
 - `fit`, `evaluate`, `predict` and the `*_on_batch` methods on one path: the
   subclass's `_prepare` checks the data once where it comes in (and a task
   packs raw text and batches it by length), then Keras runs its steps.
@@ -17,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend
+from kzoo.layers import lora
 from kzoo.models import batch_checks, quantization, serialization
 from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream, split_off
 from kzoo.models.input_checks import check_int
@@ -61,11 +63,13 @@ class BaseModel(keras.Model):
                   **serialization.constructor_config(self, skip=("dtype",))}
         if "dtype" in serialization.constructor_parameters(type(self)):
             config["dtype"] = keras.dtype_policies.serialize(self.dtype_policy)
-        return quantization.with_mode(self, config)
+        return lora.with_record(self, quantization.with_mode(self, config))
 
     @classmethod
     def from_config(cls, config):
-        return quantization.from_config(cls, config, serialization.from_constructor_config)
+        return lora.from_config(
+            cls, config, lambda cls, config: quantization.from_config(cls, config, serialization.from_constructor_config)
+        )
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here;
@@ -92,7 +96,89 @@ class BaseModel(keras.Model):
         >>> backbone.get_config()["quantization"]
         'int8'
         """
+        if lora.adapted_layers(self):
+            raise ValueError(
+                f"This {type(self).__name__} has LoRA on; quantize its base before enable_lora (the factors "
+                "train in float32 on the int8 kernels), or quantize model.merge_lora() for inference."
+            )
         quantization.quantize(self, mode, config)
+
+    # === LoRA (kzoo.layers.lora) ===
+
+    def enable_lora(self, rank, target_layer_names=None, alpha=None):
+        """Low-rank adapters (LoRA, Hu et al. 2021, sec. 4) on the backbone's
+        attention projections: `W0 x + (alpha / rank) B A x`, with W0 and the
+        rest of the backbone frozen; a task's head keeps training. The
+        config, presets and `.keras` files keep LoRA on; `export` and the
+        Hugging Face format write the merged kernels. For an int8 base,
+        `quantize` the backbone first (see `kzoo.layers.lora`).
+
+        Args:
+            rank: int. The factors' inner size r (8 is common).
+            target_layer_names: list of str or None. The `Dense` /
+                `EinsumDense` layers to adapt, by name. Defaults to `None`:
+                `["query", "value"]` (sec. 7.1's W_q and W_v).
+            alpha: float or None. The update's scale is `alpha / rank`.
+                Defaults to `None`: `rank`.
+
+        Example:
+
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> model.enable_lora(8)
+        >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)  # of 4.4M
+        8450
+        """
+        lora.enable(self, rank, target_layer_names, alpha)
+
+    def save_lora_weights(self, filepath):
+        """Writes what trains with LoRA on (the factors, a task's head) to a
+        small `.lora.h5` file, atomically; `load_lora_weights` reads it into
+        a model from the same preset.
+
+        Args:
+            filepath: str or os.PathLike. A path ending in `.lora.h5`.
+
+        Example:
+
+        >>> import os, tempfile
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> model.enable_lora(8)
+        >>> path = os.path.join(tempfile.mkdtemp(), "areas.lora.h5")
+        >>> model.save_lora_weights(path)
+        >>> again = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> again.load_lora_weights(path)
+        >>> again.backbone.get_config()["lora"]
+        {'rank': 8, 'alpha': 8, 'target_layer_names': ['query', 'value']}
+        """
+        lora.save_adapter(self, filepath)
+
+    def load_lora_weights(self, filepath):
+        """Reads a `save_lora_weights` file, turning LoRA on with its rank
+        and targets first if it is off; each trained variable must match
+        (see `save_lora_weights`).
+
+        Args:
+            filepath: str or os.PathLike. A `.lora.h5` file.
+        """
+        lora.load_adapter(self, filepath)
+
+    def merge_lora(self):
+        """A new model without LoRA whose kernels hold `W0 + (alpha / rank) B A`
+        (Keras' merge), for serving; this one is unchanged. `export` and the
+        Hugging Face format merge by themselves.
+
+        Example:
+
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone.enable_lora(2)
+        >>> "lora" in backbone.merge_lora().get_config()
+        False
+        """
+        return lora.merged(self)
 
     # === Saving ===
 
@@ -133,7 +219,32 @@ class BaseModel(keras.Model):
         ['backbone.weights.h5']
         """
         with _beside(filepath, overwrite, max_shard_size is None) as path:
-            return super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
+            super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
+            if max_shard_size is None:
+                lora.append_state(self, path)  # W0, A and B as they are: a resumed fit goes on exactly
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """`keras.Model.load_weights`, and with LoRA on the unmerged factors
+        `save_weights` adds (`kzoo.layers.lora`).
+
+        Example:
+
+        >>> import os, tempfile
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> path = os.path.join(tempfile.mkdtemp(), "backbone.weights.h5")
+        >>> backbone.save_weights(path)
+        >>> backbone.load_weights(path)
+        """
+        super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        if str(filepath).endswith(".weights.h5"):
+            lora.restore_state(self, filepath)
+
+    def make_train_function(self, force=False):
+        if self.train_function is None:
+            lora.revive(self)  # factors Keras zeroed when loading a `.keras` file
+        return super().make_train_function(force=force)
 
     # === Keras entry points ===
 
