@@ -9,6 +9,15 @@ own `Dense.enable_lora` and `EinsumDense.enable_lora`, for every kzoo model
   as it was) trained in float32. Everything else in the backbone is frozen,
   biases included (Hugging Face PEFT's `bias="none"`); a task's head trains
   (PEFT's `modules_to_save`).
+- The factors are Keras', shaped after the kernel: `A` takes all the
+  kernel's axes but the last, `B` is `r x` the last. For the output
+  projection and the feed-forward layers that is sec. 4.1's rank-r update.
+  The Q/K/V kernels are kept per head (`H x heads x head_dim`, as in
+  KerasHub and every checkpoint kzoo reads), so there `A` is
+  `H x heads x r` and `B` `r x head_dim`: one rank-r update per head, rank
+  up to `heads * r` in all, with about `heads / 2` times the paper's
+  parameters (BERT-base, r = 8: 74k against 12k per projection). It is
+  KerasHub's LoRA too; the guide gives the counts.
 - The backbone's config records it (`"lora": {"rank", "alpha",
   "target_layer_names"}`), so `from_config`, presets and `.keras` files
   give a model with LoRA on.
@@ -198,7 +207,7 @@ def merged(model):
     >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
     >>> enable(backbone, rank=2)
     >>> for layer in adapted_layers(backbone):
-    ...     layer.lora_kernel_b.assign(np.ones(layer.lora_kernel_b.shape))
+    ...     _ = layer.lora_kernel_b.assign(np.ones(layer.lora_kernel_b.shape))
     >>> plain = merged(backbone)
     >>> x = {"token_ids": np.array([[2, 7, 9, 3]])}
     >>> adapted_layers(plain), bool(np.allclose(plain(x)["pooled_output"], backbone(x)["pooled_output"], atol=1e-5))
@@ -225,7 +234,7 @@ def revive(model):
     >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
     >>> enable(backbone, rank=2)
     >>> layer = adapted_layers(backbone)[0]
-    >>> layer.lora_kernel_a.assign(np.zeros(layer.lora_kernel_a.shape))
+    >>> _ = layer.lora_kernel_a.assign(np.zeros(layer.lora_kernel_a.shape))
     >>> revive(backbone)
     >>> bool(np.abs(keras.ops.convert_to_numpy(layer.lora_kernel_a)).max() > 0)
     True

@@ -67,9 +67,10 @@ class BaseModel(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return lora.from_config(
-            cls, config, lambda cls, config: quantization.from_config(cls, config, serialization.from_constructor_config)
-        )
+        def build(cls, config):
+            return quantization.from_config(cls, config, serialization.from_constructor_config)
+
+        return lora.from_config(cls, config, build)
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here;
@@ -126,8 +127,8 @@ class BaseModel(keras.Model):
         >>> from kzoo import BertClassifier
         >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
         >>> model.enable_lora(8)
-        >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)  # of 4.4M
-        8450
+        >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)  # of 4.4M: A, B and the head
+        10498
         """
         lora.enable(self, rank, target_layer_names, alpha)
 
