@@ -41,8 +41,10 @@ def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, gradient
     >>> round(float(optimizer.learning_rate), 9)
     0.000698771
     >>> accumulating = transformer_optimizer(hidden_dim=512, gradient_accumulation_steps=2)
-    >>> _ = accumulating.iterations.assign(2 * 3999)  # micro-batches: the same optimizer step
-    >>> round(float(accumulating.learning_rate), 9)
+    >>> accumulating.gradient_accumulation_steps
+    2
+    >>> schedule = TransformerSchedule(512, gradient_accumulation_steps=2)
+    >>> round(float(schedule(2 * 3999 + 1)), 9)  # micro-batch 7999: optimizer step 3999, the peak
     0.000698771
     """
     if "learning_rate" in adam_overrides:
