@@ -12,15 +12,17 @@
 
 import contextlib
 import os
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from kzoo import backend
 from kzoo.layers import lora
-from kzoo.models import batch_checks, quantization, serialization
-from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream, split_off
+from kzoo.models import accumulation, batch_checks, quantization, serialization
+from kzoo.models.batching import FollowEpochs, LengthBatches, padded_to, resumed_stream, split_off
 from kzoo.models.input_checks import check_int
 from kzoo import atomic
 
@@ -271,6 +273,7 @@ class BaseModel(keras.Model):
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
+        train, data = self._accumulated(train, data, order)
         if data is not None:
             callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
@@ -288,6 +291,61 @@ class BaseModel(keras.Model):
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
+
+    def _accumulated(self, train, data, order):
+        """`(train, data)` as micro-batches whose loss normalisers make k of
+        them the big batch (`kzoo.models.accumulation`), when the optimizer
+        accumulates gradients and the loss declares its `loss_counts`."""
+        steps = accumulation.accumulation_steps(self.optimizer)
+        if steps == 1 or type(self).loss_counts is BaseModel.loss_counts:
+            return train, data
+        if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
+            warnings.warn(
+                f"{type(self).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
+                f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
+                f"by its own tokens, so an update is the big batch's only when its {steps} "
+                "micro-batches hold equally many. For the exact big batch, pass the examples in "
+                "memory: `fit` then groups them and normalises over each group's tokens.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return train, data
+        if data is None and train["y"] is None:
+            return train, data
+        if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+            data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
+                                 order, padding="max_length")
+        counts = self.loss_counts(*data.arrays[1:])  # every example's, counted once
+        if counts is None:
+            return train, data
+        data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
+        return data.for_keras(), data
+
+    def loss_counts(self, y, sample_weight=None):
+        """What the loss averages over, per example: `{name: (batch,)
+        tensor}`, one entry per mean in the loss (e.g. the real target
+        tokens), or None for a loss that is not a mean over tokens (the
+        default). Under gradient accumulation `fit` normalises each
+        micro-batch over its group's counts (`kzoo.models.accumulation`)."""
+        return None
+
+    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
+        """A micro-batch's `loss` (a mean over the one count of
+        `loss_counts`) as its share of its group's mean: times this
+        micro-batch's count over the normaliser (the group's count / k)."""
+        (name, normaliser), = normalisers.items()
+        count = ops.sum(self.loss_counts(y, sample_weight)[name])
+        return loss * count / normaliser
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras' train and test steps (every backend) compute the loss here: the
+        # normalisers sent with the sample weights go to `renormalised_loss`.
+        sample_weight, normalisers = accumulation.split(sample_weight)
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
+        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
