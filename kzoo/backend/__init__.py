@@ -20,7 +20,10 @@ when one disappears (a silently unused override would only be slower).
   to answer `auto_jit_compile`), `Model._distribute_strategy`
   (also read by `build_optimizer_before_fit`: Keras' TensorFlow trainer builds the
   optimizer inside the first traced step only without a strategy),
-  `Layer._flatten_layers` (keras 3.15.1).
+  `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `BaseModel`,
+  through which every backend's train and test steps compute the loss: gradient
+  accumulation's normalisers are taken out of the sample weights there,
+  `kzoo.models.accumulation`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).

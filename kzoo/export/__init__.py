@@ -7,6 +7,7 @@ Each format has its own module; `kzoo.models.Task.export` (and
 
 from kzoo.export.onnx import export_onnx
 from kzoo.export.saved_model import export_saved_model
+from kzoo.layers import lora
 
 # Format name -> `function(model, path, **options)`.
 FORMATS = {"tf_saved_model": export_saved_model, "onnx": export_onnx}
@@ -35,4 +36,6 @@ def export(model, path, format="tf_saved_model", **options):
     """
     if format not in FORMATS:
         raise ValueError(f"Unknown export format {format!r}; kzoo exports to {sorted(FORMATS)}.")
+    if lora.adapted_layers(model):
+        model = lora.merged(model)  # W0 + (alpha/r) B A in the kernels: no LoRA branch to serve
     return FORMATS[format](model, path, **options)

@@ -1,7 +1,8 @@
 """The one base of kzoo's `Backbone` and `Task`: what both add to `keras.Model`.
 
 - A config made of the constructor's arguments (`kzoo.models.serialization`),
-  with the int8 mode of `quantize` (`kzoo.models.quantization`).
+  with the int8 mode of `quantize` (`kzoo.models.quantization`) and LoRA
+  (`enable_lora`, `kzoo.layers.lora`).
 - `fit`, `evaluate`, `predict` and the `*_on_batch` methods on one path: the
   subclass's `_prepare` checks the data once where it comes in (and a task
   packs raw text and batches it by length), then Keras runs its steps.
@@ -11,14 +12,17 @@
 
 import contextlib
 import os
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from kzoo import backend
-from kzoo.models import batch_checks, quantization, serialization
-from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream, split_off
+from kzoo.layers import lora
+from kzoo.models import accumulation, batch_checks, quantization, serialization
+from kzoo.models.batching import FollowEpochs, LengthBatches, padded_to, resumed_stream, split_off
 from kzoo.models.input_checks import check_int, check_validation_split
 from kzoo import atomic
 
@@ -61,11 +65,14 @@ class BaseModel(keras.Model):
                   **serialization.constructor_config(self, skip=("dtype",))}
         if "dtype" in serialization.constructor_parameters(type(self)):
             config["dtype"] = keras.dtype_policies.serialize(self.dtype_policy)
-        return quantization.with_mode(self, config)
+        return lora.with_record(self, quantization.with_mode(self, config))
 
     @classmethod
     def from_config(cls, config):
-        return quantization.from_config(cls, config, serialization.from_constructor_config)
+        def build(cls, config):
+            return quantization.from_config(cls, config, serialization.from_constructor_config)
+
+        return lora.from_config(cls, config, build)
 
     def compile_from_config(self, config):
         # `.keras` loading: Keras skips a subclass's own `compile` unless asked here;
@@ -92,7 +99,89 @@ class BaseModel(keras.Model):
         >>> backbone.get_config()["quantization"]
         'int8'
         """
+        if lora.adapted_layers(self):
+            raise ValueError(
+                f"This {type(self).__name__} has LoRA on; quantize its base before enable_lora (the factors "
+                "train in float32 on the int8 kernels), or quantize model.merge_lora() for inference."
+            )
         quantization.quantize(self, mode, config)
+
+    # === LoRA (kzoo.layers.lora) ===
+
+    def enable_lora(self, rank, target_layer_names=None, alpha=None):
+        """Low-rank adapters (LoRA, Hu et al. 2021, sec. 4) on the backbone's
+        attention projections: `W0 x + (alpha / rank) B A x`, with W0 and the
+        rest of the backbone frozen; a task's head keeps training. The
+        config, presets and `.keras` files keep LoRA on; `export` and the
+        Hugging Face format write the merged kernels. For an int8 base,
+        `quantize` the backbone first (see `kzoo.layers.lora`).
+
+        Args:
+            rank: int. The factors' inner size r (8 is common).
+            target_layer_names: list of str or None. The `Dense` /
+                `EinsumDense` layers to adapt, by name. Defaults to `None`:
+                `["query", "value"]` (sec. 7.1's W_q and W_v).
+            alpha: float or None. The update's scale is `alpha / rank`.
+                Defaults to `None`: `rank`.
+
+        Example:
+
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> model.enable_lora(8)
+        >>> sum(int(np.prod(v.shape)) for v in model.trainable_weights)  # of 4.4M: A, B and the head
+        10498
+        """
+        lora.enable(self, rank, target_layer_names, alpha)
+
+    def save_lora_weights(self, filepath):
+        """Writes what trains with LoRA on (the factors, a task's head) to a
+        small `.lora.h5` file, atomically; `load_lora_weights` reads it into
+        a model from the same preset.
+
+        Args:
+            filepath: str or os.PathLike. A path ending in `.lora.h5`.
+
+        Example:
+
+        >>> import os, tempfile
+        >>> from kzoo import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> model.enable_lora(8)
+        >>> path = os.path.join(tempfile.mkdtemp(), "areas.lora.h5")
+        >>> model.save_lora_weights(path)
+        >>> again = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
+        >>> again.load_lora_weights(path)
+        >>> again.backbone.get_config()["lora"]
+        {'rank': 8, 'alpha': 8, 'target_layer_names': ['query', 'value']}
+        """
+        lora.save_adapter(self, filepath)
+
+    def load_lora_weights(self, filepath):
+        """Reads a `save_lora_weights` file, turning LoRA on with its rank
+        and targets first if it is off; each trained variable must match
+        (see `save_lora_weights`).
+
+        Args:
+            filepath: str or os.PathLike. A `.lora.h5` file.
+        """
+        lora.load_adapter(self, filepath)
+
+    def merge_lora(self):
+        """A new model without LoRA whose kernels hold `W0 + (alpha / rank) B A`
+        (Keras' merge), for serving; this one is unchanged. `export` and the
+        Hugging Face format merge by themselves.
+
+        Example:
+
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone.enable_lora(2)
+        >>> "lora" in backbone.merge_lora().get_config()
+        False
+        """
+        return lora.merged(self)
 
     # === Saving ===
 
@@ -133,7 +222,32 @@ class BaseModel(keras.Model):
         ['backbone.weights.h5']
         """
         with _beside(filepath, overwrite, max_shard_size is None) as path:
-            return super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
+            super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
+            if max_shard_size is None:
+                lora.append_state(self, path)  # W0, A and B as they are: a resumed fit goes on exactly
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """`keras.Model.load_weights`, and with LoRA on the unmerged factors
+        `save_weights` adds (`kzoo.layers.lora`).
+
+        Example:
+
+        >>> import os, tempfile
+        >>> from kzoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> path = os.path.join(tempfile.mkdtemp(), "backbone.weights.h5")
+        >>> backbone.save_weights(path)
+        >>> backbone.load_weights(path)
+        """
+        super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        if str(filepath).endswith(".weights.h5"):
+            lora.restore_state(self, filepath)
+
+    def make_train_function(self, force=False):
+        if self.train_function is None:
+            lora.revive(self)  # factors Keras zeroed when loading a `.keras` file
+        return super().make_train_function(force=force)
 
     # === Keras entry points ===
 
@@ -163,6 +277,7 @@ class BaseModel(keras.Model):
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
+        train, data = self._accumulated(train, data, order)
         if data is not None:
             callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
@@ -187,6 +302,61 @@ class BaseModel(keras.Model):
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
+
+    def _accumulated(self, train, data, order):
+        """`(train, data)` as micro-batches whose loss normalisers make k of
+        them the big batch (`kzoo.models.accumulation`), when the optimizer
+        accumulates gradients and the loss declares its `loss_counts`."""
+        steps = accumulation.accumulation_steps(self.optimizer)
+        if steps == 1 or type(self).loss_counts is BaseModel.loss_counts:
+            return train, data
+        if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
+            warnings.warn(
+                f"{type(self).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
+                f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
+                f"by its own tokens, so an update is the big batch's only when its {steps} "
+                "micro-batches hold equally many. For the exact big batch, pass the examples in "
+                "memory: `fit` then groups them and normalises over each group's tokens.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return train, data
+        if data is None and train["y"] is None:
+            return train, data
+        if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+            data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
+                                 order, padding="max_length")
+        counts = self.loss_counts(*data.arrays[1:])  # every example's, counted once
+        if counts is None:
+            return train, data
+        data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
+        return data.for_keras(), data
+
+    def loss_counts(self, y, sample_weight=None):
+        """What the loss averages over, per example: `{name: (batch,)
+        tensor}`, one entry per mean in the loss (e.g. the real target
+        tokens), or None for a loss that is not a mean over tokens (the
+        default). Under gradient accumulation `fit` normalises each
+        micro-batch over its group's counts (`kzoo.models.accumulation`)."""
+        return None
+
+    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
+        """A micro-batch's `loss` (a mean over the one count of
+        `loss_counts`) as its share of its group's mean: times this
+        micro-batch's count over the normaliser (the group's count / k)."""
+        (name, normaliser), = normalisers.items()
+        count = ops.sum(self.loss_counts(y, sample_weight)[name])
+        return loss * count / normaliser
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras' train and test steps (every backend) compute the loss here: the
+        # normalisers sent with the sample weights go to `renormalised_loss`.
+        sample_weight, normalisers = accumulation.split(sample_weight)
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
+        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend
+from kzoo.models import accumulation
 from kzoo.data.padding_ladder import (
     SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
 )
@@ -73,12 +74,33 @@ class LengthBatches(keras.utils.PyDataset):
         self.ladder = None if mask is None else length_ladder(self.max_length, compiled=compiled)
         # Training groups by rung only: within one, examples stay in random order.
         self.rungs = self.lengths if mask is None else np.searchsorted(self.ladder, self.lengths)
+        self.accumulation_steps, self.counts, self.normalisers = 1, None, None
+        self.set_epoch(0)
+
+    def accumulate(self, steps, counts):
+        """Batches for gradient accumulation over `steps` micro-batches
+        (`kzoo.models.accumulation`): the big batches of `steps · batch_size`
+        examples, each cut into `steps` micro-batches that carry the big
+        batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
+
+        Example:
+
+        >>> data = LengthBatches({"ids": np.arange(6)}, np.arange(6), batch_size=2, order="given")
+        >>> data.accumulate(2, {"tokens": np.ones(6)})
+        >>> [batch[0]["ids"].tolist() for batch in data], data[0][2]["loss_normalisers"]["tokens"].tolist()
+        ([[0, 1], [2, 3], [4], [5]], [2.0, 2.0])
+        """
+        self.accumulation_steps, self.counts = steps, counts
         self.set_epoch(0)
 
     def set_epoch(self, epoch):
         """Batches the examples as epoch `epoch` (0-based, as Keras counts)."""
         keys = self.rungs if self.order == "shuffled" else self.lengths
-        self.batches = length_batches(keys, self.batch_size, self.order, self.seed, epoch)
+        size = self.batch_size * self.accumulation_steps
+        self.batches = length_batches(keys, size, self.order, self.seed, epoch)
+        if self.accumulation_steps > 1:
+            self.batches, self.normalisers = accumulation.micro_batches(
+                self.batches, self.accumulation_steps, self.counts)
 
     @property
     def num_batches(self):
@@ -88,7 +110,11 @@ class LengthBatches(keras.utils.PyDataset):
         return len(self.batches)
 
     def __getitem__(self, index):
-        return self.batch(self.batches[index])
+        batch = self.batch(self.batches[index])
+        if self.normalisers is None:
+            return batch
+        x, y, sample_weight = (*batch, None, None)[:3]
+        return x, y, accumulation.with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
 
     def batch(self, rows):
         """The examples `rows` as a batch, its padding cut to its ladder length."""

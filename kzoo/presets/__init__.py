@@ -16,6 +16,7 @@ import keras
 
 from kzoo import atomic, checkpoints
 from kzoo.checkpoints import huggingface
+from kzoo.layers import lora
 from kzoo.presets import directory
 from kzoo.presets.builtin import PresetInfo, get_preset, is_builtin_name, list_presets, load_name, print_presets
 from kzoo.presets.released import cache_directory
@@ -104,7 +105,7 @@ def save(obj, path, format="kzoo"):
     if format == "kzoo":
         directory.save_directory(obj, path)
     elif format == "huggingface":
-        huggingface.save(obj, path)
+        huggingface.save(lora.merged(obj) if lora.adapted_layers(obj) else obj, path)
     else:
         raise ValueError(f"Unknown preset format {format!r}: save_to_preset writes {list(SAVE_FORMATS)}.")
 

@@ -29,6 +29,7 @@ import h5py
 import keras
 
 from kzoo import atomic
+from kzoo.layers import lora
 from kzoo.layers.dropout import SEED_STATE
 from kzoo.version import __version__
 
@@ -240,7 +241,7 @@ def _load_weights(model, path, described_by):
             f"{os.path.basename(path)}. {RESAVE}, or copy the whole directory again."
         )
     found = weight_shapes(path)
-    if collections.Counter(found.values()) != collections.Counter(tuple(w.shape) for w in model.weights):
+    if collections.Counter(found.values()) != collections.Counter(tuple(w.shape) for w in lora.saved_weights(model)):
         with tempfile.TemporaryDirectory() as scratch:
             _save_weights(model, os.path.join(scratch, "reference.weights.h5"))
             expected = weight_shapes(os.path.join(scratch, "reference.weights.h5"))
@@ -269,7 +270,8 @@ def weight_shapes(path):
     shapes = {}
 
     def visit(name, item):
-        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/") and not name.endswith(SEED_STATE):
+        skipped = name.startswith(("optimizer/", lora.STATE_GROUP)) or name.endswith(SEED_STATE)
+        if isinstance(item, h5py.Dataset) and not skipped:
             shapes[name] = tuple(item.shape)
 
     try:
@@ -286,6 +288,7 @@ def weight_shapes(path):
 def _save_weights(model, path):
     optimizer = getattr(model, "optimizer", None)  # set by `compile`; not part of a preset
     keras.saving.save_weights(model, path, objects_to_skip=[optimizer] if optimizer is not None else None)
+    lora.append_state(model, path)
 
 
 # === Writing ===

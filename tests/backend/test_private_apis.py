@@ -20,6 +20,16 @@ def test_keras_trainer_still_resolves_auto_jit_compile_through_the_overridden_me
     assert "_distribute_strategy" in inspect.getsource(trainer.__init__)
 
 
+def test_keras_steps_compute_the_loss_through_the_overridden_method():
+    # kzoo's BaseModel._compute_loss takes gradient accumulation's loss
+    # normalisers out of the sample weights (kzoo.models.accumulation).
+    assert callable(getattr(keras.Model, "_compute_loss", None))
+    for backend in ("tensorflow", "jax", "torch"):
+        source = inspect.getsource(importlib.import_module(f"keras.src.backend.{backend}.trainer"))
+        assert "self._compute_loss(" in source or "self.stateless_compute_loss(" in source, backend
+    assert "self._compute_loss(" in inspect.getsource(keras.Model.stateless_compute_loss)
+
+
 def on(backend):
     return pytest.mark.skipif(keras.backend.backend() != backend, reason=f"checked in the {backend} process")
 

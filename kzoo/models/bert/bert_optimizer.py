@@ -35,6 +35,7 @@ from keras import ops
 
 from kzoo.data.masked_lm import default_max_predictions
 from kzoo.distribution import sum_over_replicas
+from kzoo.models.accumulation import checked_steps
 from kzoo.backend import multi_tensor_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
@@ -227,10 +228,7 @@ def bert_pretraining_optimizer(
     >>> round(float(bert_pretraining_optimizer().learning_rate), 8)  # no total: constant
     0.0001
     """
-    accumulate = gradient_accumulation_steps
-    if accumulate is not None and (isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1):
-        raise ValueError(f"gradient_accumulation_steps must be a positive int or None; got {accumulate!r}.")
-    accumulate = None if accumulate == 1 else accumulate  # Keras takes 2 or more
+    accumulate = checked_steps(gradient_accumulation_steps)
     if total_steps is None:
         schedule = learning_rate
     else:

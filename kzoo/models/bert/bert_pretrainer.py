@@ -231,7 +231,7 @@ class BertPretrainer(BertFillMask, Task):
 
     # === Loss and metrics ===
 
-    def task_losses(self, y, y_pred):
+    def task_losses(self, y, y_pred, normalisers=None):
         """`{"mlm_loss", "nsp_loss"}`: the weighted mean masked-LM cross-entropy
         over the real predictions, sum(w * CE) / sum(w), and the mean NSP
         cross-entropy (A.2), computed in float32. Under data parallelism on
@@ -239,7 +239,10 @@ class BertPretrainer(BertFillMask, Task):
         the engine averages the replicas' gradients, as the original BERT did
         on TPU pods (per-core losses, `CrossShardOptimizer`); JAX computes the
         global batch as one program. Both equal one device on the global batch
-        when the replicas hold equally many predictions (`kzoo.distribution`)."""
+        when the replicas hold equally many predictions (`kzoo.distribution`).
+        With `normalisers` (`{"mlm": ..., "nsp": ...}`, gradient accumulation's
+        group counts / k, `kzoo.models.accumulation`) the sums are divided by
+        them instead: k micro-batches then make the big batch's means."""
         self._check_label_keys(y)
         # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape
         # add a shape assertion that XLA ignores, with a warning line per compile.
@@ -247,13 +250,22 @@ class BertPretrainer(BertFillMask, Task):
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
         weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
         mlm = ops.sparse_categorical_crossentropy(ops.reshape(y["mask_ids"], (-1,)), logits, from_logits=True)
-        losses = {"mlm_loss": ops.sum(mlm * weights) / ops.maximum(ops.sum(weights), _EPSILON)}
+        predictions = ops.maximum(ops.sum(weights), _EPSILON) if normalisers is None else normalisers["mlm"]
+        losses = {"mlm_loss": ops.sum(mlm * weights) / predictions}
         if self.with_next_sentence_prediction:
             nsp = ops.sparse_categorical_crossentropy(
                 y[NSP_LABEL], ops.cast(y_pred["nsp_logits"], "float32"), from_logits=True
             )
-            losses["nsp_loss"] = ops.mean(nsp)
+            losses["nsp_loss"] = ops.mean(nsp) if normalisers is None else ops.sum(nsp) / normalisers["nsp"]
         return losses
+
+    def loss_counts(self, y, sample_weight=None):
+        """Per example, the real masked-LM predictions (`mask_weights`) and,
+        with NSP, one sentence pair: the two means of the loss (A.2)."""
+        counts = {"mlm": ops.sum(ops.cast(y["mask_weights"], "float32"), axis=-1)}
+        if self.with_next_sentence_prediction:
+            counts["nsp"] = ops.ones_like(counts["mlm"])
+        return counts
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if sample_weight is not None:
@@ -261,10 +273,17 @@ class BertPretrainer(BertFillMask, Task):
                 f"{type(self).__name__} does not take `sample_weight`/`class_weight`: "
                 "weight masked-LM predictions with labels['mask_weights']."
             )
+        return self._pretraining_loss(y, y_pred)
+
+    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
+        """The loss with each mean over its group's count (`task_losses`)."""
+        return self._pretraining_loss(y, y_pred, normalisers)
+
+    def _pretraining_loss(self, y, y_pred, normalisers=None):
         # Under a tf.distribute strategy Keras sums the replicas' gradients: each
         # replica contributes its share of the mean (Keras' TF trainer scales
         # `self.losses` in `_aggregate_additional_loss` the same way).
-        total = replica_loss(sum(self.task_losses(y, y_pred).values()))
+        total = replica_loss(sum(self.task_losses(y, y_pred, normalisers).values()))
         return total + sum(self._aggregate_additional_loss(loss) for loss in self.losses)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):

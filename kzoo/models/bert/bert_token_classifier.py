@@ -170,6 +170,12 @@ class BertTokenClassifier(Task):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         return super().compute_loss(x, y, y_pred, _over_tokens(sample_weight, y), training)
 
+    def loss_counts(self, y, sample_weight=None):
+        """The labelled tokens of each sentence: the loss's mean is over them
+        (sample weights scale tokens, they do not count them); under gradient
+        accumulation `fit` normalises over a whole group's (`kzoo.models.accumulation`)."""
+        return {"tokens": ops.sum(ops.cast(ops.not_equal(y, IGNORED_LABEL), "float32"), axis=-1)}
+
     # === Word labels as tags ===
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):

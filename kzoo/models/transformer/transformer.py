@@ -25,7 +25,9 @@ from kzoo.models.backbone import Backbone
 from kzoo.models.input_checks import check_ints
 from kzoo.models.transformer.transformer_generation import TransformerGeneration
 from kzoo.models.transformer.transformer_inputs import INPUT_NAMES, check_config, standardize_inputs
-from kzoo.models.transformer.transformer_loss import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity
+from kzoo.models.transformer.transformer_loss import (
+    LabelSmoothedCrossEntropy, MaskedAccuracy, TokenPerplexity, token_weights,
+)
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 
@@ -421,6 +423,12 @@ class Transformer(TransformerGeneration, Backbone):
         if metrics == "auto":
             metrics = [MaskedAccuracy(self.padding_id), TokenPerplexity(self.padding_id)]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def loss_counts(self, y, sample_weight=None):
+        """The (weighted) non-padding target tokens of each pair: the default
+        loss's mean is over them (sec. 5.4); under gradient accumulation `fit`
+        normalises over a whole group's (`kzoo.models.accumulation`)."""
+        return {"tokens": ops.sum(token_weights(y, self.padding_id, sample_weight), axis=-1)}
 
 
 def position_layer(position_encoding, max_sequence_length, hidden_dim, dtype, name):

@@ -24,10 +24,17 @@ def _check_shapes(caller, y_true, y_pred):
         )
 
 
-def _token_weights(y_true, padding_id, sample_weight=None):
+def token_weights(y_true, padding_id, sample_weight=None):
     """float32 weights `(batch, tgt)`: 0 at padding, else 1 or `sample_weight`
-    (`(batch,)` weights a sequence's every token, `(batch, tgt)` each token)."""
-    weight = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), padding_id), "float32")
+    (`(batch,)` weights a sequence's every token, `(batch, tgt)` each token).
+
+    Example:
+
+    >>> import numpy as np
+    >>> keras.ops.convert_to_numpy(token_weights(np.array([[5, 6, 0]]), 0, np.array([2.0]))).tolist()
+    [[2.0, 2.0, 0.0]]
+    """
+    weight = ops.cast(ops.not_equal(ops.cast(ops.convert_to_tensor(y_true), "int32"), padding_id), "float32")
     if sample_weight is None:
         return weight
     sample_weight = ops.cast(sample_weight, "float32")
@@ -119,7 +126,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
         _check_shapes(type(self).__name__, y_true, y_pred)
         # Padding gets weight 0; "mean_with_sample_weight" divides by the weights' sum.
-        weight = _token_weights(y_true, self.padding_id, sample_weight)
+        weight = token_weights(y_true, self.padding_id, sample_weight)
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def call(self, y_true, y_pred):
@@ -169,7 +176,7 @@ class TokenPerplexity(keras.metrics.Metric):
         y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
         _check_shapes(type(self).__name__, y_true, y_pred)
         _, target_log_probs = _log_probabilities(y_true, y_pred)
-        weight = _token_weights(y_true, self.padding_id, sample_weight)
+        weight = token_weights(y_true, self.padding_id, sample_weight)
         self.total.assign_add(ops.cast(-ops.sum(target_log_probs * weight), self.dtype))
         self.count.assign_add(ops.cast(ops.sum(weight), self.dtype))
 
@@ -207,7 +214,7 @@ class MaskedAccuracy(keras.metrics.SparseCategoricalAccuracy):
         self.padding_id = padding_id
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        weight = _token_weights(ops.convert_to_tensor(y_true), self.padding_id, sample_weight)
+        weight = token_weights(ops.convert_to_tensor(y_true), self.padding_id, sample_weight)
         return super().update_state(y_true, y_pred, sample_weight=weight)
 
     def get_config(self):

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from kzoo.models.accumulation import checked_steps
+
 
 @keras.saving.register_keras_serializable(package="kzoo")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -29,9 +31,14 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         scale: float. A constant factor on the whole schedule
             (tensor2tensor's `learning_rate_constant`). Defaults to `1.0`,
             as in the paper.
+        gradient_accumulation_steps: int. Micro-batches per optimizer step.
+            Keras evaluates a schedule at its count of micro-batches, so the
+            schedule divides it by this to count optimizer steps, the steps
+            of eq. 3 and `warmup_steps`. Defaults to `1`.
 
     Call arguments:
-        step: int or scalar tensor. The 0-based optimizer iteration.
+        step: int or scalar tensor. The 0-based micro-batch count (the
+            optimizer iteration without gradient accumulation).
 
     Returns:
         A float32 scalar tensor.
@@ -43,7 +50,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     [1.75e-07, 0.000698771, 0.000349386]
     """
 
-    def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0):
+    def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=1):
         if hidden_dim <= 0 or warmup_steps <= 0 or scale <= 0:
             raise ValueError(
                 "TransformerSchedule needs a positive hidden_dim, warmup_steps and scale; got "
@@ -53,8 +60,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.hidden_dim = hidden_dim
         self.warmup_steps = warmup_steps
         self.scale = scale
+        self.gradient_accumulation_steps = checked_steps(gradient_accumulation_steps) or 1
 
     def __call__(self, step):
+        step = ops.floor_divide(step, self.gradient_accumulation_steps)  # optimizer steps
         step = ops.cast(step, "float32") + 1.0  # the paper counts steps from 1
         decay = ops.rsqrt(step)  # step^-0.5
         warmup = step * float(self.warmup_steps) ** -1.5  # step · warmup^-1.5
@@ -65,4 +74,5 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "hidden_dim": self.hidden_dim,
             "warmup_steps": self.warmup_steps,
             "scale": self.scale,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
         }

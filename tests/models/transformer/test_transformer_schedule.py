@@ -53,7 +53,8 @@ def test_peak_at_warmup_steps():
 
 def test_config_round_trip_and_serialization():
     schedule = TransformerSchedule(hidden_dim=1024, warmup_steps=8000, scale=0.5)
-    assert schedule.get_config() == {"hidden_dim": 1024, "warmup_steps": 8000, "scale": 0.5}
+    assert schedule.get_config() == {"hidden_dim": 1024, "warmup_steps": 8000, "scale": 0.5,
+                                   "gradient_accumulation_steps": 1}
     restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
     assert isinstance(restored, TransformerSchedule)
     assert restored.get_config() == schedule.get_config()
@@ -79,7 +80,8 @@ def test_optimizer_has_the_papers_adam_settings():
     optimizer = transformer_optimizer()
     assert isinstance(optimizer, keras.optimizers.Adam)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
-    assert _schedule_config(optimizer) == {"hidden_dim": 512, "warmup_steps": 4000, "scale": 1.0}
+    assert _schedule_config(optimizer) == {"hidden_dim": 512, "warmup_steps": 4000, "scale": 1.0,
+                                              "gradient_accumulation_steps": 1}
     overridden = transformer_optimizer(hidden_dim=64, warmup_steps=10, beta_2=0.997, global_clipnorm=1.0)
     assert (overridden.beta_2, overridden.global_clipnorm) == (0.997, 1.0)
     with pytest.raises(ValueError, match="sets learning_rate"):
@@ -89,7 +91,8 @@ def test_optimizer_has_the_papers_adam_settings():
 def test_optimizer_serialization_keeps_the_schedule():
     optimizer = transformer_optimizer(hidden_dim=256, warmup_steps=100, scale=2.0)
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
-    assert _schedule_config(restored) == {"hidden_dim": 256, "warmup_steps": 100, "scale": 2.0}
+    assert _schedule_config(restored) == {"hidden_dim": 256, "warmup_steps": 100, "scale": 2.0,
+                                             "gradient_accumulation_steps": 1}
     assert (restored.beta_1, restored.beta_2, restored.epsilon) == (0.9, 0.98, 1e-9)
     _ = restored.iterations.assign(99)
     np.testing.assert_allclose(float(restored.learning_rate), 2.0 * 256**-0.5 * 100**-0.5, rtol=1e-6)
@@ -118,6 +121,7 @@ def test_schedule_drives_compiled_training(tmp_path):
     path = os.path.join(tmp_path, "model.keras")
     model.save(path)
     restored = keras.saving.load_model(path)
-    assert _schedule_config(restored.optimizer) == {"hidden_dim": 4, "warmup_steps": 10, "scale": 1.0}
+    assert _schedule_config(restored.optimizer) == {"hidden_dim": 4, "warmup_steps": 10, "scale": 1.0,
+                                                        "gradient_accumulation_steps": 1}
     assert int(restored.optimizer.iterations) == 5
     np.testing.assert_allclose(float(restored.optimizer.learning_rate), 0.5 * 6 * 10**-1.5, rtol=1e-6)
