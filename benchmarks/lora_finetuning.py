@@ -16,7 +16,8 @@ Full fine-tuning runs at the example's 5e-5; LoRA (rank 8 on query and
 value, `enable_lora(8)`) at each rate of `--lora-rates`. Every run is its
 own process, so its peak resident memory (`getrusage`) is its own; step
 time is the median over the training steps after the first of each
-sequence length (compilation). `--architecture NAME` builds that preset's
+sequence length (compilation); with `--rounds N` the contenders alternate
+N times and the medians are printed. `--architecture NAME` builds that preset's
 architecture with random weights (`load_weights=False`) and times `--steps`
 steps on the same texts: speed and memory only.
 """
@@ -36,7 +37,7 @@ import common  # noqa: E402
 BACKENDS = ("tensorflow", "jax", "torch")
 
 
-def worker(mode, learning_rate, architecture, steps, seed):
+def worker(mode, learning_rate, architecture, steps, seed, targets=None):
     """One run in this process; returns its measurements."""
     import keras  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
@@ -56,7 +57,7 @@ def worker(mode, learning_rate, architecture, steps, seed):
         model = kzoo.BertClassifier.from_preset("all_minilm_l6_v2", class_names=areas, sequence_length=128)
         epochs = 4
     if mode == "lora":
-        model.enable_lora(8)
+        model.enable_lora(8, target_layer_names=targets)
     trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
     total_steps = epochs * -(-len(texts) // 32)
     model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps, learning_rate=learning_rate))
@@ -90,6 +91,8 @@ def run(backend, mode, learning_rate, args):
                "--steps", str(args.steps), "--seed", str(args.seed)]
     if args.architecture:
         command += ["--architecture", args.architecture]
+    if args.targets:
+        command += ["--targets", *args.targets]
     environment = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
     done = subprocess.run(command, env=environment, capture_output=True, text=True)
     if done.returncode:
@@ -105,20 +108,26 @@ def main():
     parser.add_argument("--architecture", default=None, help="a preset name: random weights, speed and memory only")
     parser.add_argument("--steps", type=int, default=6, help="with --architecture: training steps timed")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds; medians are printed")
+    parser.add_argument("--targets", nargs="+", help="LoRA's target layers (default: query and value)")
     parser.add_argument("--worker", choices=("full", "lora"), help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.rate, args.architecture, args.steps, args.seed)))
+        print(json.dumps(worker(args.worker, args.rate, args.architecture, args.steps, args.seed, args.targets)))
         return
     print(f"machine: {common.machine_description()}; {time.strftime('%Y-%m-%d')}")
     print(f"{'backend':11} {'run':14} {'accuracy':>8} {'trainable':>11} {'peak MiB':>9} {'step s':>7} {'fit s':>6}")
     for backend in args.backends:
         runs = [("full", args.full_rate)] + [("lora", rate) for rate in args.lora_rates]
-        for mode, rate in runs:
-            r = run(backend, mode, rate, args)
+        results = {run_: [] for run_ in runs}
+        for _ in range(args.rounds):  # contenders alternate: a drifting machine hits each alike
+            for mode, rate in runs:
+                results[mode, rate].append(run(backend, mode, rate, args))
+        for (mode, rate), found in results.items():
+            r = {key: statistics.median(f[key] for f in found) for key in found[0]}
             accuracy = f"{r['accuracy']:.3f}" if "accuracy" in r else "-"
-            print(f"{backend:11} {f'{mode} {rate:g}':14} {accuracy:>8} {r['trainable']:>11,} "
+            print(f"{backend:11} {f'{mode} {rate:g}':14} {accuracy:>8} {int(r['trainable']):>11,} "
                   f"{r['peak_rss_mb']:>9.0f} {r['step_s']:>7.3f} {r['fit_s']:>6.0f}", flush=True)
 
 
