@@ -20,6 +20,9 @@ tensorflow. Examples:
 """
 
 
+FULL_RATE = 5e-5  # the highest of BERT's grid (sec. A.3), for short runs
+LORA_RATE = 2e-3  # LoRA's best of 5e-4 to 3e-3 on the main job's task, within 2 points of 3e-3 (benchmarks page)
+
 def _backend_option(parser, default):
     parser.add_argument(
         "--backend", choices=BACKENDS, default=default,
@@ -50,12 +53,12 @@ def _column_option(parser, option, what):
                         help=f"{what} in a .csv, .tsv or .jsonl file (default: 'text')")
 
 
-def _training(parser, epochs, batch_size, learning_rate, sequence_length):
+def _training(parser, epochs, batch_size, learning_rate, sequence_length, rate_note=""):
     if epochs is not None:
         parser.add_argument("--epochs", type=int, default=epochs, help=f"passes over the data (default: {epochs})")
     parser.add_argument("--batch-size", type=int, default=batch_size, help=f"default: {batch_size}")
-    parser.add_argument("--learning-rate", type=float, default=learning_rate,
-                        help=f"peak learning rate after warm-up (default: {learning_rate:g})")
+    parser.add_argument("--learning-rate", type=float, default=None if rate_note else learning_rate,
+                        help=f"peak learning rate after warm-up (default: {learning_rate:g}{rate_note})")
     parser.add_argument("--sequence-length", type=int, default=sequence_length,
                         help=f"tokens per example, [CLS] and [SEP] included (default: {sequence_length})")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -108,7 +111,8 @@ def build_parser(prog="kzoo"):
                           help="the classes, in label-id order (default: the training labels, sorted)")
     finetune.add_argument("--output", required=True, metavar="DIR",
                           help="preset directory to write (with training_curves.png)")
-    _training(finetune, epochs=3, batch_size=32, learning_rate=5e-5, sequence_length=128)
+    _training(finetune, epochs=3, batch_size=32, learning_rate=FULL_RATE, sequence_length=128,
+              rate_note=f"; {LORA_RATE:g} with --lora-rank")
     finetune.add_argument("--validation-split", type=float, metavar="F",
                           help="hold out the last fraction F of the --train rows (before shuffling) as the "
                                "validation examples, instead of --validation")
@@ -119,7 +123,9 @@ def build_parser(prog="kzoo"):
     finetune.add_argument("--accumulate", type=int, default=1, metavar="K",
                           help="gradient accumulation: one optimizer step every K batches, the update of one "
                                "batch of K x --batch-size (default: 1)")
-    # The memory-saving options of issue 36 join here (e.g. --lora-rank R).
+    finetune.add_argument("--lora-rank", type=int, metavar="R",
+                          help="train LoRA adapters of rank R on the attention's query and value instead of "
+                               "every weight (the classification layer trains too); the preset records it")
 
     predict = _command(commands, "predict", "Classify texts with a fine-tuned classifier: "
                        "labels and probabilities as CSV or JSON lines.")

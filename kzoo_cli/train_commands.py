@@ -7,14 +7,17 @@ import importlib.util
 import math
 import os
 
+from kzoo_cli.parser import FULL_RATE, LORA_RATE
 from kzoo_cli.tables import CommandError, column, file_format, read_table
 from kzoo_cli.use_commands import positive, text_column_names
 
 
 def finetune(args):
     """`kzoo finetune PRESET --train FILE --output DIR`."""
-    for option in ("epochs", "batch_size", "sequence_length", "accumulate"):
-        positive(f"--{option.replace('_', '-')}", getattr(args, option))
+    for option in ("epochs", "batch_size", "sequence_length", "accumulate", "lora_rank"):
+        if getattr(args, option) is not None:
+            positive(f"--{option.replace('_', '-')}", getattr(args, option))
+    learning_rate = args.learning_rate or (LORA_RATE if args.lora_rank else FULL_RATE)
     text_columns = text_column_names(args)
     x, labels = _labelled(args.train, args, text_columns)
     class_names = _class_names(args.class_names, labels)
@@ -38,11 +41,16 @@ def finetune(args):
     keras.utils.set_random_seed(args.seed)
     model = kzoo.BertClassifier.from_preset(args.preset, class_names=class_names,
                                             sequence_length=args.sequence_length)
+    if args.lora_rank:
+        model.enable_lora(args.lora_rank)
     # Optimizer steps, which the warm-up and decay count: one per --accumulate batches.
     steps = math.ceil(args.epochs * math.ceil(len(labels) / args.batch_size) / args.accumulate)
     model.compile(optimizer=kzoo.bert_finetuning_optimizer(
-        steps, learning_rate=args.learning_rate, gradient_accumulation_steps=args.accumulate))
+        steps, learning_rate=learning_rate, gradient_accumulation_steps=args.accumulate))
     accumulated = f" of {args.accumulate} x {args.batch_size} examples" if args.accumulate > 1 else ""
+    if args.lora_rank:
+        trained = sum(math.prod(v.shape) for v in model.trainable_weights)
+        accumulated += f", LoRA rank {args.lora_rank} ({trained:,} of {model.count_params():,} parameters train)"
     print(f"fine-tuning {args.preset} on {len(labels):,} examples, {len(class_names)} classes "
           f"({', '.join(class_names[:8])}{', ...' if len(class_names) > 8 else ''}), {steps} steps{accumulated}",
           flush=True)

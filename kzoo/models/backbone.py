@@ -4,7 +4,8 @@ import keras
 
 from kzoo import presets
 from kzoo.models import batch_checks
-from kzoo.models.base_model import IN_MEMORY, BaseModel
+from kzoo.models.base_model import BaseModel
+from kzoo.models.fit_data import IN_MEMORY
 from kzoo.models.input_checks import check_examples
 
 

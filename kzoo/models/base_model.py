@@ -12,7 +12,6 @@
 
 import contextlib
 import os
-import warnings
 
 import keras
 import numpy as np
@@ -21,12 +20,10 @@ from keras import ops
 
 from kzoo import backend
 from kzoo.layers import lora
-from kzoo.models import accumulation, batch_checks, quantization, serialization
-from kzoo.models.batching import FollowEpochs, LengthBatches, padded_to, resumed_stream, split_off
-from kzoo.models.input_checks import check_int, check_validation_split
+from kzoo.models import accumulation, batch_checks, fit_data, quantization, serialization
+from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream
+from kzoo.models.input_checks import check_int
 from kzoo import atomic
-
-IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
 class BaseModel(keras.Model):
@@ -268,28 +265,20 @@ class BaseModel(keras.Model):
         if self.compiles_itself and not self.compiled:
             self.compile()
         check_int(epochs, "epochs", type(self).__name__, minimum=0)
-        if validation_data is None and check_validation_split(validation_split, x, type(self).__name__):
-            (x, held_x), (y, held_y), (sample_weight, held_w) = (
-                split_off(v, validation_split) for v in (x, y, sample_weight)
-            )
-            validation_data = (held_x, held_y, held_w)
+        if validation_data is None:
+            x, y, sample_weight, validation_data = fit_data.held_out(x, y, sample_weight, validation_split, self)
         validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
-        train, data = self._accumulated(train, data, order)
+        counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
+        train, data = fit_data.accumulated(self, train, data, order, counts_tokens)
         if data is not None:
             callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
-            unpacked = validation_data if isinstance(validation_data, tuple) else (validation_data,)
-            if y is not None and not isinstance(validation_data, tuple) and isinstance(validation_data, IN_MEMORY):
-                raise ValueError(
-                    f"{type(self).__name__}: the training examples have labels but validation_data has "
-                    f"none (got a {type(validation_data).__name__}). Pass validation_data=(x_val, y_val) "
-                    "as a tuple; a list is read as examples."
-                )
+            unpacked = fit_data.validation_tuple(validation_data, y, self)
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
             held = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), held_batch_size)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
@@ -302,35 +291,6 @@ class BaseModel(keras.Model):
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
             )
-
-    def _accumulated(self, train, data, order):
-        """`(train, data)` as micro-batches whose loss normalisers make k of
-        them the big batch (`kzoo.models.accumulation`), when the optimizer
-        accumulates gradients and the loss declares its `loss_counts`."""
-        steps = accumulation.accumulation_steps(self.optimizer)
-        if steps == 1 or type(self).loss_counts is BaseModel.loss_counts:
-            return train, data
-        if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
-            warnings.warn(
-                f"{type(self).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
-                f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
-                f"by its own tokens, so an update is the big batch's only when its {steps} "
-                "micro-batches hold equally many. For the exact big batch, pass the examples in "
-                "memory: `fit` then groups them and normalises over each group's tokens.",
-                UserWarning,
-                stacklevel=3,
-            )
-            return train, data
-        if data is None and train["y"] is None:
-            return train, data
-        if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
-            data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
-                                 order, padding="max_length")
-        counts = self.loss_counts(*data.arrays[1:])  # every example's, counted once
-        if counts is None:
-            return train, data
-        data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
-        return data.for_keras(), data
 
     def loss_counts(self, y, sample_weight=None):
         """What the loss averages over, per example: `{name: (batch,)

@@ -50,54 +50,6 @@ def check_int(value, name, owner, minimum=1, hint=""):
     return int(value)
 
 
-def check_validation_split(fraction, x, owner):
-    """`ValueError`s for a `validation_split` that holds out nothing usable,
-    before any work: not a number in [0, 1), data not in memory (a dataset
-    or generator, which cannot be cut before it is read), or a cut that
-    leaves no example on one side. 0 holds out nothing (Keras' default).
-
-    Args:
-        fraction: the `validation_split` given to `fit`.
-        x: the training examples.
-        owner: str. The model's class name, for the messages.
-
-    Returns:
-        The fraction, a float.
-
-    Example:
-
-    >>> check_validation_split(0.25, ["a", "b", "c", "d"], "BertClassifier")
-    0.25
-    >>> check_validation_split(0.9, ["a", "b", "c", "d"], "BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertClassifier: validation_split=0.9 of 4 examples leaves 0 for training. ...
-    """
-    number = isinstance(fraction, (int, float, np.integer, np.floating)) and not isinstance(fraction, (bool, np.bool_))
-    if not (number and 0 <= fraction < 1):
-        raise ValueError(
-            f"{owner}: validation_split must be a number in [0, 1), the fraction of the examples held "
-            f"out (the last ones, as Keras does); got {fraction!r} ({type(fraction).__name__})."
-        )
-    if not fraction:
-        return 0.0
-    rows = num_rows(x, owner) if isinstance(x, (list, tuple, dict, np.ndarray, tf.Tensor, tf.RaggedTensor)) else None
-    if rows is None:
-        raise ValueError(
-            f"{owner}: validation_split cuts examples in memory (lists, arrays, tensors); got "
-            f"{type(x).__name__}, which cannot be cut before it is read. Hold out batches yourself "
-            "(e.g. dataset.take(n) for validation_data= and dataset.skip(n) for training)."
-        )
-    held = rows - int(rows * (1.0 - fraction))
-    if held == 0 or held == rows:
-        side = "validation" if held == 0 else "training"
-        raise ValueError(
-            f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for {side}. Give "
-            "more examples or another fraction."
-        )
-    return float(fraction)
-
-
 def check_ints(owner, minimum=1, **values):
     """`check_int` for each keyword argument, a constructor's (so the
     message says how to write it in a config.json).

@@ -18,7 +18,8 @@ import tensorflow as tf
 
 from kzoo import presets
 from kzoo.models import batch_checks, label_names, serialization
-from kzoo.models.base_model import IN_MEMORY, BaseModel
+from kzoo.models.base_model import BaseModel
+from kzoo.models.fit_data import IN_MEMORY
 from kzoo.models.batching import LengthBatches
 from kzoo.models.input_checks import check_examples, label_range, to_tensors
 

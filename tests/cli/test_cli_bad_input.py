@@ -76,6 +76,8 @@ CASES = {
                        "--early-stopping", "0"], ["--early-stopping must be at least 1; got 0"]),
     "zero accumulation": (["finetune", "p", "--train", "train.csv", "--output", "o", "--accumulate", "0"],
                           ["--accumulate must be at least 1; got 0"]),
+    "zero LoRA rank": (["finetune", "p", "--train", "train.csv", "--output", "o", "--lora-rank", "0"],
+                       ["--lora-rank must be at least 1; got 0"]),
     "zero epochs": (["finetune", "p", "--train", "train.csv", "--output", "out", "--epochs", "0"],
                     ["--epochs must be at least 1; got 0"]),
     "three text columns": (["predict", "m", "--input", "train.csv", "--text-column", "a", "--text-column", "b",

@@ -127,3 +127,15 @@ def test_validation_split_early_stopping_and_accumulation(tmp_path):
     model = kzoo.BertClassifier.from_preset(tmp_path / "model")
     results = model.evaluate([t for t, _ in held], [label for _, label in held], return_dict=True, verbose=0)
     assert abs(results["loss"] - loss) < 1e-4
+
+
+def test_lora_rank_trains_adapters_and_the_preset_records_them(tmp_path):
+    save_classifier_preset(tmp_path / "start")
+    write_csv(tmp_path / "train.csv", labelled_rows(2))
+    result = run_here("finetune", tmp_path / "start", "--train", tmp_path / "train.csv", "--output", tmp_path / "model",
+                      "--lora-rank", "2", "--epochs", "1", "--batch-size", "8", "--sequence-length", "8")
+    assert result.returncode == 0, result.stderr[-4000:]
+    model = kzoo.BertClassifier.from_preset(tmp_path / "model")
+    trained = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    assert f"LoRA rank 2 ({trained:,} of {model.count_params():,} parameters train)" in result.stdout
+    assert model.backbone.get_config()["lora"]["rank"] == 2
