@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kzoo
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
@@ -36,7 +38,7 @@ def test_readme_commands_are_ci_commands():
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch):
-    assert len(BLOCKS) == 7
+    assert len(BLOCKS) == 8
     monkeypatch.chdir(tmp_path)  # the snippets write files (a corpus, a vocabulary, presets, a SavedModel)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     namespace = {}
@@ -71,6 +73,12 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     # One CPU: no engine, one replica; the restored pre-trainer trains on.
     assert ns["distributed"].num_replicas == 1
     assert len(ns["distributed_run"].history["loss"]) == 1
+    # LoRA: 2% of the weights train; validation curves; the best epoch kept as a preset; a small adapter.
+    adapted = ns["adapted"]
+    assert sum(int(np.prod(v.shape)) for v in adapted.trainable_weights) == 446_210  # 2 areas: a head of 770
+    assert len(ns["history"].history["val_loss"]) == 2 and "val_accuracy" in ns["history"].history
+    assert kzoo.BertClassifier.from_preset(tmp_path / "areas_lora").backbone.get_config()["lora"]["rank"] == 8
+    assert 1.7e6 < (tmp_path / "areas.lora.h5").stat().st_size < 2.0e6
     # Embeddings of unit length; each query finds its text; one epoch on pairs.
     np.testing.assert_allclose(np.linalg.norm(ns["vectors"], axis=1), 1.0, atol=1e-5)
     assert ns["vectors"].shape == (3, 384) and ns["indices"][:, 0].tolist() == [2, 1]
