@@ -316,14 +316,13 @@ def load_adapter(model, path):
 
     >>> import os, tempfile
     >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
-    >>> enable(backbone, rank=2)
-    >>> path = os.path.join(tempfile.mkdtemp(), "adapter.lora.h5")
-    >>> save_adapter(backbone, path)
-    >>> again = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
-    >>> load_adapter(again, path)
-    >>> again.get_config()["lora"]["rank"]
-    2
+    >>> path = os.path.join(tempfile.mkdtemp(), "empty.lora.h5")
+    >>> h5py.File(path, "w").close()
+    >>> load_adapter(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    ...                           intermediate_dim=16), path)
+    Traceback (most recent call last):
+    ...
+    ValueError: '...empty.lora.h5' is not a kzoo LoRA file (written by save_lora_weights).
     """
     owner = type(model).__name__
     path = os.fspath(path)

@@ -231,11 +231,14 @@ class BaseModel(keras.Model):
 
         >>> import os, tempfile
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
-        >>> path = os.path.join(tempfile.mkdtemp(), "backbone.weights.h5")
-        >>> backbone.save_weights(path)
-        >>> backbone.load_weights(path)
+        >>> lora_on = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
+        >>> lora_on.enable_lora(2)
+        >>> path = os.path.join(tempfile.mkdtemp(), "lora.weights.h5")
+        >>> lora_on.save_weights(path)   # Keras' merged kernels, and W0, A and B beside them
+        >>> again = BertBackbone.from_config(lora_on.get_config())
+        >>> again.load_weights(path)
+        >>> all(np.array_equal(a, b) for a, b in zip(again.get_weights(), lora_on.get_weights()))
+        True
         """
         super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
         if str(filepath).endswith(".weights.h5"):
