@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from kzoo.models import accumulation
 from kzoo.models.batching import LengthBatches, split_off
 from kzoo.models.input_checks import num_rows
 
@@ -109,7 +110,7 @@ def accumulated(model, train, data, order, counts_tokens):
     them the big batch (`kzoo.models.accumulation`), when `model`'s
     optimizer accumulates gradients and its loss `counts_tokens` (declares
     `loss_counts`)."""
-    steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
+    steps = accumulation.accumulation_steps(model.optimizer)
     if steps == 1 or not counts_tokens:
         return train, data
     if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
