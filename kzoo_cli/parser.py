@@ -21,7 +21,7 @@ tensorflow. Examples:
 
 
 FULL_RATE = 5e-5  # the highest of BERT's grid (sec. A.3), for short runs
-LORA_RATE = 2e-3  # LoRA's best of 5e-4 to 3e-3 on the main job's task, within 2 points of 3e-3 (benchmarks page)
+LORA_RATE = 2e-3  # kzoo.models.bert.bert_optimizer.LORA_LEARNING_RATE, here without loading Keras
 
 def _backend_option(parser, default):
     parser.add_argument(

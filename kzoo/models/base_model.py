@@ -111,7 +111,8 @@ class BaseModel(keras.Model):
         rest of the backbone frozen; a task's head keeps training. The
         config, presets and `.keras` files keep LoRA on; `export` and the
         Hugging Face format write the merged kernels. For an int8 base,
-        `quantize` the backbone first (see `kzoo.layers.lora`).
+        `quantize` the backbone first (see `kzoo.layers.lora`). A BERT task's
+        `compile()` then defaults to LoRA's learning rate, 2e-3.
 
         Args:
             rank: int. The factors' inner size r (8 is common).

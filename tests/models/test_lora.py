@@ -62,6 +62,19 @@ def test_only_the_factors_and_the_head_train_and_the_loss_falls(trained):
     assert np.mean(losses[-3:]) < 0.4 * losses[0], losses
 
 
+def test_compile_defaults_to_loras_learning_rate():
+    from kzoo_cli.parser import LORA_RATE
+
+    model = classifier()
+    model.compile()
+    assert float(model.optimizer.learning_rate) == pytest.approx(5e-5)  # BERT's, for every weight
+    model.enable_lora(2)  # after compile: the first fit's scheduled optimizer is LoRA's
+    x, y = topic_sentences(8, seed=0)
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    schedule = model.optimizer.get_config()["learning_rate"]["config"]
+    assert schedule["peak_learning_rate"] == pytest.approx(2e-3) == LORA_RATE
+
+
 def test_adapter_file_is_small_and_loads_onto_the_same_preset(trained, tmp_path):
     model, _, _, _ = trained
     texts = topic_sentences(16, seed=5)[0]

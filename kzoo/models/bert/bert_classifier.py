@@ -6,7 +6,7 @@ import numpy as np
 from kzoo.models import label_names
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.task import Task
 
@@ -24,8 +24,8 @@ class BertClassifier(Task):
     squared error.
 
     `compile()` with no arguments follows the paper's fine-tuning recipe
-    (sec. 3.2, A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, 10%
-    warmup then linear decay, weight decay 0.01), sparse categorical
+    (sec. 3.2, A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, or
+    2e-3 with LoRA on; 10% warmup then linear decay, weight decay 0.01), sparse categorical
     cross-entropy on the logits and accuracy (regression: mean squared error,
     and the mean absolute error as metric; compute STS-B's Pearson and
     Spearman correlations on `predict`'s output over the whole set).
@@ -87,7 +87,7 @@ class BertClassifier(Task):
     """
 
     preprocessor_class = BertPreprocessor
-    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, class_names=None, **kwargs):
         bad = isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1

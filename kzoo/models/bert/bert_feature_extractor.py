@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kzoo.models.bert.bert_backbone import bert_inputs
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.task import Task
 
@@ -100,7 +100,7 @@ class BertFeatureExtractor(Task):
     """
 
     preprocessor_class = BertPreprocessor
-    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, strategy="concat_last_four", preprocessor=None, **kwargs):
         if strategy not in STRATEGIES:

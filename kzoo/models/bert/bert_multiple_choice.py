@@ -6,7 +6,7 @@ from keras import ops
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
 from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.task import Task
 
 
@@ -64,7 +64,7 @@ class BertMultipleChoice(Task):
     """
 
     preprocessor_class = BertMultipleChoicePreprocessor
-    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, num_choices, preprocessor=None, dropout=0.1, **kwargs):
         if isinstance(num_choices, bool) or not isinstance(num_choices, int) or num_choices < 2:

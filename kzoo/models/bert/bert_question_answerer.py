@@ -5,7 +5,7 @@ import keras
 from kzoo.models.bert import bert_squad_metrics
 from kzoo.models.bert.bert_backbone import bert_initializer, bert_inputs
 from kzoo.models.bert.bert_heads import float32_logits
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_question_answerer_preprocessor import (
     FEATURES,
     BertQuestionAnswererPreprocessor,
@@ -86,7 +86,7 @@ class BertQuestionAnswerer(Task):
     """
 
     preprocessor_class = BertQuestionAnswererPreprocessor
-    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_optimizer = default_finetuning_optimizer
     default_sequence_length = SQUAD_SEQUENCE_LENGTH
 
     def __init__(self, backbone, preprocessor=None, **kwargs):

@@ -10,7 +10,7 @@ from kzoo import backend
 from kzoo.models import batch_checks
 from kzoo.models.batching import LengthBatches
 from kzoo.models.bert.bert_backbone import bert_inputs
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
 from kzoo.models.input_checks import to_tensors
@@ -145,7 +145,7 @@ class BertTextEmbedder(Task):
     # === The recipe ===
 
     def default_optimizer(self, total_steps=None):
-        return bert_finetuning_optimizer(total_steps, learning_rate=2e-5)  # sentence-transformers' rate
+        return default_finetuning_optimizer(self, total_steps, learning_rate=2e-5)  # sentence-transformers' rate
 
     def default_loss(self):
         return MultipleNegativesRankingLoss(scale=20.0)

@@ -8,7 +8,7 @@ from kzoo.models import label_names
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
-from kzoo.models.bert.bert_optimizer import bert_finetuning_optimizer
+from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_token_classifier_preprocessor import (
     IGNORED_LABEL,
     OUTSIDE_TAG,
@@ -79,7 +79,7 @@ class BertTokenClassifier(Task):
     out.
 
     `compile()` with no arguments follows the fine-tuning recipe (sec. 3.2,
-    A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, 10% warmup then
+    A.3): `kzoo.bert_finetuning_optimizer` (Adam, lr 5e-5, or 2e-3 with LoRA on; 10% warmup then
     linear decay, weight decay 0.01), sparse categorical cross-entropy on the
     logits with `ignore_class=-1`, and `TokenAccuracy` ("token_accuracy",
     over the labelled tokens only). A `sample_weight` in `fit` gives one
@@ -133,7 +133,7 @@ class BertTokenClassifier(Task):
     """
 
     preprocessor_class = BertTokenClassifierPreprocessor
-    default_optimizer = staticmethod(bert_finetuning_optimizer)
+    default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, tags=None, **kwargs):
         if num_classes is not None:
