@@ -46,7 +46,8 @@ def search(args):
     """`kzoo search PRESET --corpus FILE --queries FILE`: for each query, the
     `--top-k` corpus texts of highest cosine similarity, best first, as rows
     `query, rank (1 = best), score, text, row (the corpus row, 0-based: the
-    row of `kzoo embed`'s .npy)`."""
+    row of `kzoo embed`'s .npy)`. `--corpus-embeddings X.npy` reads that
+    .npy instead of embedding the corpus on each search."""
     if args.corpus == "-" and args.queries == "-":
         raise CommandError("--corpus and --queries cannot both be standard input (-): give at least one as a file.")
     corpus_format, query_format = file_format(args.corpus), file_format(args.queries)
@@ -59,11 +60,15 @@ def search(args):
     corpus = _texts(args.corpus, corpus_format, *read_table(args.corpus, corpus_format), args.column, "--column")
     queries = _texts(args.queries, query_format, *read_table(args.queries, query_format), args.query_column,
                      "--query-column")
+    saved = None if args.corpus_embeddings is None else _saved_embeddings(args.corpus_embeddings, len(corpus))
     import kzoo  # noqa: PLC0415
 
     model = _load(args.preset)
-    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size),
-                                           _encode(model, corpus, args.batch_size), top_k=args.top_k)
+    if saved is None:
+        saved = _encode(model, corpus, args.batch_size)
+    else:
+        _check_saved(model, saved, corpus, args)
+    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size), saved, top_k=args.top_k)
     results = [
         {"query": query, "rank": rank, "score": round(float(score), 6), "text": corpus[index], "row": int(index)}
         for query, row_scores, row_indices in zip(queries, scores, indices)
@@ -71,6 +76,38 @@ def search(args):
     ]
     write_table(args.output, output_format, results, SEARCH_COLUMNS)
     return 0
+
+
+def _saved_embeddings(path, rows):
+    """`kzoo embed`'s array at `path`, refused unless it has a row per corpus text."""
+    import numpy as np  # noqa: PLC0415
+
+    if not path.lower().endswith(ARRAY_EXTENSIONS):
+        raise CommandError(f"--corpus-embeddings {path!r}: give the .npy file `kzoo embed` wrote for the corpus.")
+    try:
+        vectors = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise CommandError(f"--corpus-embeddings {path!r} cannot be read as a .npy array ({error}). Write it "
+                           "with `kzoo embed PRESET --input CORPUS --output X.npy`.") from None
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or len(vectors) != rows:
+        raise CommandError(f"--corpus-embeddings {path!r} holds a {vectors.dtype} array of shape {vectors.shape}; "
+                           f"the corpus has {rows:,} texts, so it needs a float array of {rows:,} rows. Write it "
+                           "again with `kzoo embed` on this corpus.")
+    return vectors
+
+
+def _check_saved(model, saved, corpus, args):
+    """Vectors of another model or corpus would give wrong answers without a sign: the first
+    rows must be what the model gives (within 1e-3: other backends and batchings differ by ~1e-6)."""
+    import numpy as np  # noqa: PLC0415
+
+    head = corpus[:8]
+    fresh = _encode(model, head, args.batch_size)
+    if fresh.shape[1] != saved.shape[1] or not np.allclose(fresh, saved[: len(head)], atol=1e-3, rtol=0):
+        raise CommandError(f"--corpus-embeddings {args.corpus_embeddings!r} was not written by {args.preset!r} "
+                           f"for this corpus: its first {len(head)} rows differ from what the model gives for "
+                           f"the first texts of {args.corpus!r}. Write it again with `kzoo embed {args.preset} "
+                           f"--input {args.corpus} --output {args.corpus_embeddings}`.")
 
 
 def _check_preset(preset):

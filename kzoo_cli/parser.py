@@ -165,6 +165,9 @@ def build_parser(prog="kzoo"):
     search.add_argument("--output-format", choices=("csv", "jsonl"),
                         help="default: from the output file's extension, csv for standard output")
     search.add_argument("--batch-size", type=int, default=32, help="texts per batch when embedding (default: 32)")
+    search.add_argument("--corpus-embeddings", metavar="X.npy",
+                        help="the corpus' vectors, written by `kzoo embed` with the same preset and --corpus: read "
+                             "instead of embedding the corpus again (its first rows are checked against the model)")
 
     fill_mask = _command(commands, "fill-mask", "Predict the tokens written as [MASK] in a text "
                          "(BERT sec. 3.1, the masked LM).")

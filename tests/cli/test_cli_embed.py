@@ -95,6 +95,24 @@ def test_search_json_lines_and_a_top_k_beyond_the_corpus(preset, tmp_path):
     assert all(a["score"] >= b["score"] for a, b in zip(rows[:3], rows[1:4]))
 
 
+def test_search_reads_the_corpus_vectors_that_embed_wrote(preset, tmp_path):
+    path, _ = preset
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n")
+    (tmp_path / "queries.txt").write_text("\n".join(QUERIES) + "\n")
+    embedded = run_here("embed", path, "--input", tmp_path / "corpus.txt", "--output", tmp_path / "corpus.npy")
+    assert embedded.returncode == 0, embedded.stderr[-4000:]
+    search = ("search", path, "--corpus", tmp_path / "corpus.txt", "--queries", tmp_path / "queries.txt")
+    fresh, saved = run_here(*search), run_here(*search, "--corpus-embeddings", tmp_path / "corpus.npy")
+    assert saved.returncode == 0, saved.stderr[-4000:]
+    assert saved.stdout == fresh.stdout and saved.stdout.count("\n") == 1 + 2 * len(CORPUS)
+    # Vectors of other texts (rows out of order) or of another shape are refused, not searched.
+    vectors = np.load(tmp_path / "corpus.npy")
+    for name, wrong in (("shuffled", vectors[::-1]), ("short", vectors[:3]), ("flat", vectors.ravel())):
+        np.save(tmp_path / f"{name}.npy", wrong)
+        expect_error(run_here(*search, "--corpus-embeddings", tmp_path / f"{name}.npy"),
+                     f"--corpus-embeddings '{tmp_path / name}.npy'", "kzoo embed")
+
+
 def test_a_preset_without_a_tokenizer_is_refused_in_kzoos_words(tmp_path):
     tiny_backbone().save_to_preset(tmp_path / "backbone")
     (tmp_path / "texts.txt").write_text("good film\n")
