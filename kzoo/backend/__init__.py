@@ -4,7 +4,7 @@ engine runs, and the functions here that pick one. Model and layer code is
 plain `keras.ops`. Each mechanism that is not an adapter Keras needs
 (`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
 `inference_function`, `build_optimizer_before_fit`, `keep_state_on_error`,
-`dropout_uniform`, `dense_gradient`) says in its first sentence what it buys, as measured (2
+`dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its first sentence what it buys, as measured (2
 CPU cores, AMD EPYC unless named; the documentation's benchmarks page).
 `import kzoo` changes no process state (file descriptors, `gc`, environment
 variables, TensorFlow's or JAX's configuration) but torch's intra-op thread
@@ -34,8 +34,8 @@ when one disappears (a silently unused override would only be slower).
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
-- TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`
-  (tensorflow 2.21.0).
+- TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`,
+  and `Function._omit_frequent_tracing_warning` (`without_retracing_warning`) (tensorflow 2.21.0).
 """
 
 import contextlib
@@ -211,6 +211,23 @@ def build_optimizer_before_fit(model):
         return
     if not getattr(model, "_distribute_strategy", None):
         optimizer.build(model.trainable_weights)
+
+
+def without_retracing_warning(function):
+    """Buys several models in one process (three embedders encoding twice
+    each; a token classifier predicting texts of new lengths) without
+    TensorFlow's warning that its traced functions retrace too often, which
+    counts every model's own traces together: `function` (a traced step or
+    preprocessor) marked on TensorFlow (`tensorflow.without_retracing_warning`),
+    as is elsewhere.
+
+    Example:
+
+    >>> square = without_retracing_warning(lambda x: x * x)
+    >>> square(3)
+    9
+    """
+    return tensorflow.without_retracing_warning(function) if _backend() == "tensorflow" else function
 
 
 def keep_state_on_error(model):

@@ -81,3 +81,17 @@ def generator_dataset(data, signature):
 
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
     return dataset.apply(tf.data.experimental.assert_cardinality(len(data))).prefetch(2)
+
+
+def without_retracing_warning(function):
+    """`function` (a `tf.function`) marked so that TensorFlow does not warn
+    "N out of the last M calls ... triggered tf.function retracing" for it, by
+    its private `Function._omit_frequent_tracing_warning` (set by TensorFlow
+    itself on the functions a SavedModel loads). TensorFlow counts together
+    the traces of every `tf.function` over the same Python code (its key is
+    the code object), so several models, each tracing its own step once or
+    twice, add up to the warning although none of them retraces needlessly.
+    """
+    if hasattr(function, "_omit_frequent_tracing_warning"):
+        function._omit_frequent_tracing_warning = True
+    return function

@@ -351,6 +351,14 @@ class BaseModel(keras.Model):
         back = np.argsort(data.rows())  # the caller's order
         return keras.tree.map_structure(lambda array: array[back], outputs)
 
+    def make_predict_function(self, force=False):
+        """Keras' predict function, traced by every model over the same code:
+        without TensorFlow's warning that adds their traces up
+        (`kzoo.backend.without_retracing_warning`)."""
+        function = super().make_predict_function(force)
+        self.predict_function = backend.without_retracing_warning(self.predict_function)
+        return function
+
     def predict_step(self, *args):
         # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
         # the sequence padded back so that batches of different lengths concatenate.

@@ -12,6 +12,7 @@ import tensorflow as tf
 import tqdm
 
 from kzoo import presets
+from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.data.padding_ladder import PADDING_MODES, cut_to, ladder_length, text_lengths
 from kzoo.models import serialization
 from kzoo.models.input_checks import num_rows, rows
@@ -219,6 +220,7 @@ class Preprocessor(keras.layers.Layer):
         key = (config, id(self.tokenizer), repr(spec))
         cached = self.__dict__.get("_traced")  # not a tracked attribute
         if cached is None or cached[0] != key:
-            cached = (key, tf.function(lambda inputs: self.call(inputs), input_signature=[spec]))
+            traced = tf.function(lambda inputs: self.call(inputs), input_signature=[spec])
+            cached = (key, tensorflow_backend.without_retracing_warning(traced))  # tf.data code on every backend
             self.__dict__["_traced"] = cached
         return cached[1]

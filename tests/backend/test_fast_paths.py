@@ -143,3 +143,29 @@ def test_first_fit_traces_its_step_once_on_tensorflow(model_class):
     model.fit(features, labels, batch_size=2, epochs=1, verbose=0)
     assert len(calls) == 1
     assert model.optimizer.built
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's tf.function tracing counter")
+def test_several_models_predicting_log_no_retracing_warning():
+    import logging
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
+    texts = ["a good film", "bad plot", "the plot is very good", "film"]
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("tensorflow").addHandler(handler)
+    try:
+        backbone = dict(TINY, vocabulary_size=len(vocabulary))
+        models = [kzoo.BertClassifier(kzoo.BertBackbone(**backbone), num_classes=2,
+                                      preprocessor=kzoo.BertTokenizer(vocabulary)) for _ in range(3)]
+        models += [kzoo.BertTextEmbedder(kzoo.BertBackbone(**backbone),
+                                         preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(vocabulary), 16))]
+        for count in (2, 3):  # a new length: each model's predict function traces again, relaxed
+            for model in models:
+                model.predict(texts[:count], verbose=0)
+    finally:
+        logging.getLogger("tensorflow").removeHandler(handler)
+    # Without kzoo.backend.without_retracing_warning: "5 out of the last 5 calls to
+    # <function ...one_step_on_data_distributed> triggered tf.function retracing" (keras 3.15.1).
+    assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []

@@ -84,3 +84,11 @@ def test_keras_layers_collect_garbage_per_dropped_variable():
     """kzoo.models.quantization holds back the `gc.collect()` that Keras runs
     for each variable a layer drops (int8 quantization)."""
     assert "gc.collect()" in inspect.getsource(keras.layers.Layer.__delattr__)
+
+
+def test_tensorflow_functions_can_omit_the_retracing_warning():
+    import tensorflow as tf
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    assert tf.function(lambda: 0)._omit_frequent_tracing_warning is False
+    assert "self._omit_frequent_tracing_warning" in inspect.getsource(polymorphic_function.Function.__call__)
