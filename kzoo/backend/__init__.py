@@ -4,8 +4,9 @@ engine runs, and the functions here that pick one. Model and layer code is
 plain `keras.ops`. Each mechanism that is not an adapter Keras needs
 (`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
 `inference_function`, `build_optimizer_before_fit`, `keep_state_on_error`,
-`dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its first sentence what it buys, as measured (2
-CPU cores, AMD EPYC unless named; the documentation's benchmarks page).
+`dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its
+first sentence what it buys, as measured (2 CPU cores, AMD EPYC unless named;
+the documentation's benchmarks page).
 `import kzoo` changes no process state (file descriptors, `gc`, environment
 variables, TensorFlow's or JAX's configuration) but torch's intra-op thread
 count on the torch backend (`set_torch_threads`).
