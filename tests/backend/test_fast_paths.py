@@ -146,8 +146,10 @@ def test_first_fit_traces_its_step_once_on_tensorflow(model_class):
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's tf.function tracing counter")
-def test_several_models_predicting_log_no_retracing_warning():
+def test_several_models_predicting_log_no_retracing_warning(monkeypatch):
     import logging
+
+    monkeypatch.setenv("KZOO_XLA_ON_TENSORFLOW", "0")  # the warning counts traces, compiled or not
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
     texts = ["a good film", "bad plot", "the plot is very good", "film"]
@@ -158,9 +160,7 @@ def test_several_models_predicting_log_no_retracing_warning():
     try:
         backbone = dict(TINY, vocabulary_size=len(vocabulary))
         models = [kzoo.BertClassifier(kzoo.BertBackbone(**backbone), num_classes=2,
-                                      preprocessor=kzoo.BertTokenizer(vocabulary)) for _ in range(3)]
-        models += [kzoo.BertTextEmbedder(kzoo.BertBackbone(**backbone),
-                                         preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(vocabulary), 16))]
+                                      preprocessor=kzoo.BertTokenizer(vocabulary)) for _ in range(5)]
         for count in (2, 3):  # a new length: each model's predict function traces again, relaxed
             for model in models:
                 model.predict(texts[:count], verbose=0)

@@ -404,10 +404,10 @@ def default_finetuning_optimizer(task, total_steps=None, learning_rate=5e-5):
 
     >>> from kzoo import BertClassifier
     >>> model = BertClassifier.from_preset("bert_tiny", load_weights=False, num_classes=2)
-    >>> float(default_finetuning_optimizer(model).learning_rate)
+    >>> round(float(default_finetuning_optimizer(model).learning_rate), 8)
     5e-05
     >>> model.enable_lora(8)
-    >>> float(default_finetuning_optimizer(model).learning_rate)
+    >>> round(float(default_finetuning_optimizer(model).learning_rate), 8)
     0.002
     """
     rate = LORA_LEARNING_RATE if lora.adapted_layers(task) else learning_rate
