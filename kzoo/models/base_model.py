@@ -355,8 +355,8 @@ class BaseModel(keras.Model):
         """Keras' predict function, traced by every model over the same code:
         without TensorFlow's warning that adds their traces up
         (`kzoo.backend.without_retracing_warning`)."""
-        function = super().make_predict_function(force)
-        self.predict_function = backend.without_retracing_warning(self.predict_function)
+        function = super().make_predict_function(force)  # None when it builds one (TensorFlow)
+        backend.without_retracing_warning(self.predict_function)
         return function
 
     def predict_step(self, *args):

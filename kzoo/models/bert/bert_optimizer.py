@@ -34,8 +34,8 @@ import keras
 from keras import ops
 
 from kzoo.data.masked_lm import default_max_predictions
-from kzoo.layers import lora
 from kzoo.distribution import sum_over_replicas
+from kzoo.layers import lora
 from kzoo.models.accumulation import checked_steps
 from kzoo.backend import multi_tensor_base
 
