@@ -64,9 +64,9 @@ step per length used).
 `--smoke` runs every step above (both models, validation and the best
 epoch, saving, reloading, predictions) on 9 training sentences per area
 (56 of them train: 7 full batches of 8, one compiled step shape) for two
-epochs, and saves under the system temp dir (see example_runs.py). On 2
-quiet AMD EPYC cores (2026-11-27): 177 s on TensorFlow, 140 s on JAX
-(mostly XLA compiling the steps of two models), 73 s on torch.
+epochs, and saves under the system temp dir (see example_runs.py): about
+3 minutes on TensorFlow and 2.5 on JAX (mostly XLA compiling two models'
+steps), 1.2 on torch (2 AMD EPYC cores, 2026-11-27).
 
 With `--distributed`, fine-tunes on every device and host with
 `kzoo.distribution.setup()`: the sentences are packed in tf.data and batched
