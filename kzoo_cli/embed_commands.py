@@ -64,11 +64,10 @@ def search(args):
     import kzoo  # noqa: PLC0415
 
     model = _load(args.preset)
-    if saved is None:
-        saved = _encode(model, corpus, args.batch_size)
-    else:
+    if saved is not None:
         _check_saved(model, saved, corpus, args)
-    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size), saved, top_k=args.top_k)
+    corpus_vectors = _encode(model, corpus, args.batch_size) if saved is None else saved
+    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size), corpus_vectors, top_k=args.top_k)
     results = [
         {"query": query, "rank": rank, "score": round(float(score), 6), "text": corpus[index], "row": int(index)}
         for query, row_scores, row_indices in zip(queries, scores, indices)
