@@ -2,6 +2,7 @@
 
 import gc
 import os
+import zlib
 
 # XLA's LLVM back end at optimisation level 1: the suite's programs are tiny
 # and compiled once each. A tiny BERT classifier's JAX train step (batch 64 x
@@ -75,22 +76,40 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "backend_independent: pure TensorFlow / NumPy data code (tokenizers, tf.data pipelines, "
-        "metrics) that no Keras backend touches; run under one backend only: "
-        "KZOO_BACKEND_INDEPENDENT_ON (tensorflow by default).",
+        "metrics) that no Keras backend touches; run under one backend only when the backends' runs "
+        "are divided (KZOO_BACKEND_INDEPENDENT_ON names it).",
     )
     config.addinivalue_line(
         "markers",
-        "once: Keras code whose result no backend can change (the parameter count of a large "
-        "model, a docstring example of the API) and costly to repeat; run under the same one "
-        "backend as backend_independent. What it shows is tested on every backend elsewhere.",
+        "once: Keras code whose result no backend can change (checkpoint conversion, a callback's files, "
+        "the guides' and README's snippets, a docstring example of the API) and costly to repeat; when "
+        "the backends' runs are divided, each such test runs under one of the three (a test's parameters "
+        "in turn), so that every backend runs a share. What it shows is tested on every backend elsewhere.",
     )
 
 
-ONE_BACKEND_MARKERS = ("backend_independent", "once")
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
-def _one_backend(item):
-    return any(item.get_closest_marker(name) is not None for name in ONE_BACKEND_MARKERS)
+def _once_backends(items):
+    """{nodeid: backend} for the `once` tests: the parameters of one test go
+    round the three backends in turn (the guides' pages, the docstring
+    examples), starting from a backend picked by the test's name; crc32, not
+    hash(), so that every process picks the same."""
+    chosen, seen = {}, {}
+    for item in items:
+        if item.get_closest_marker("once") is not None:
+            name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+            turn = seen[name] = seen.get(name, -1) + 1
+            chosen[item.nodeid] = BACKENDS[(zlib.crc32(name.encode()) + turn) % len(BACKENDS)]
+    return chosen
+
+
+def _runs_here(item, backend_independent_on, once_backends):
+    """Whether this backend's run keeps `item` when the three runs are divided."""
+    if item.get_closest_marker("backend_independent") is not None:
+        return keras.backend.backend() == backend_independent_on
+    return once_backends.get(item.nodeid, keras.backend.backend()) == keras.backend.backend()
 
 
 def pytest_collection_finish(session):
@@ -102,14 +121,17 @@ def pytest_collection_finish(session):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Runs backend-independent and `once` tests under one backend only (they
-    would only repeat themselves): KZOO_BACKEND_INDEPENDENT_ON, tensorflow by default;
-    tests/run_all_backends.py gives them to torch, whose run ends first. Every
-    other model and layer test runs on all three."""
-    if keras.backend.backend() == os.environ.get("KZOO_BACKEND_INDEPENDENT_ON", "tensorflow"):
+    """A run on one backend runs every test. tests/run_all_backends.py divides
+    the three backends' runs by setting KZOO_BACKEND_INDEPENDENT_ON (torch,
+    whose run ends first): backend-independent tests run under that backend
+    only, `once` tests under one backend each, and every other model and layer
+    test under all three."""
+    backend_independent_on = os.environ.get("KZOO_BACKEND_INDEPENDENT_ON")
+    if backend_independent_on is None:
         return
-    kept = [item for item in items if not _one_backend(item)]
-    deselected = [item for item in items if _one_backend(item)]
+    once_backends = _once_backends(items)
+    kept = [item for item in items if _runs_here(item, backend_independent_on, once_backends)]
+    deselected = [item for item in items if not _runs_here(item, backend_independent_on, once_backends)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept

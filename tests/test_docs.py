@@ -109,6 +109,9 @@ def test_every_guide_is_tested():
     assert len(skipped) <= 3, skipped  # kept rare
 
 
+# Each page under one backend when the runs are divided (conftest.py): the pages show the API,
+# which the tests beside this file check on every backend, and the examples' smoke runs use it on all three.
+@pytest.mark.once
 @pytest.mark.parametrize("page", TESTED)
 def test_page_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -41,8 +41,7 @@ DOCTESTS = _doctests()
 
 
 def _data_only(test):
-    """Examples of the tf.data / tokenizer code, which no Keras backend runs:
-    once, under TensorFlow (conftest.py)."""
+    """Examples of the tf.data / tokenizer code, which no Keras backend runs (conftest.py)."""
     return test.name.startswith(("kzoo.data.", "kzoo.tokenizers.")) or test.name.split(".")[-2].endswith("_tokenizer")
 
 
@@ -52,10 +51,9 @@ TENSORFLOW_ONLY = ("kzoo.export.serving.", "kzoo.export.answer_spans.")
 
 def _marks(test):
     """Data examples are backend independent; the others show the API, whose
-    behaviour the tests beside this file check on every backend: both run
-    under one backend (`once`, conftest.py: TensorFlow, the default, when
-    pytest runs alone; tests/run_all_backends.py gives them to the run that
-    ends first), the serving examples under TensorFlow."""
+    behaviour the tests beside this file check on every backend: each runs
+    under one backend when tests/run_all_backends.py divides the runs
+    (conftest.py), the serving examples under TensorFlow."""
     if _data_only(test):
         return [pytest.mark.backend_independent]
     if test.name.startswith(TENSORFLOW_ONLY):

@@ -37,6 +37,7 @@ def test_readme_commands_are_ci_commands():
     assert 'pip install -c constraints.txt -e ".[docs]" && mkdocs serve' in TEXT
 
 
+@pytest.mark.once  # the API it shows is tested on every backend; one backend per run (tests/conftest.py)
 def test_readme_python_examples_run(tmp_path, monkeypatch):
     assert len(BLOCKS) == 8
     monkeypatch.chdir(tmp_path)  # the snippets write files (a corpus, a vocabulary, presets, a SavedModel)

@@ -13,6 +13,10 @@ from kzoo.presets import directory
 from tests.models.test_fit_validation import NAMES, tiny_classifier
 from tests.models.bert.task_fixtures import topic_sentences
 
+# A Keras callback's files and choices; fit with validation and EarlyStopping are tested on every
+# backend by tests/models/test_fit_validation.py. Each test under one backend when the runs are divided.
+pytestmark = pytest.mark.once
+
 
 class EpochWeights(keras.callbacks.Callback):
     def __init__(self):

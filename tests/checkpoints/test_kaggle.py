@@ -18,6 +18,10 @@ import kzoo
 from kzoo.presets import detect_format
 from tests.presets.test_released import VOCABULARY, batch, no_network  # noqa: F401 (autouse fixture: sockets blocked)
 
+# Resolving a handle reads files; the outputs' parity with KerasHub is tested on every backend by
+# test_keras_hub.py. Each test under one backend when the runs are divided (tests/conftest.py).
+pytestmark = pytest.mark.once
+
 MODEL = "keras/bert/keras/bert_tiny_en_uncased"
 HANDLE = f"kaggle://{MODEL}/2"
 TOLERANCE = 1e-5

@@ -56,6 +56,7 @@ def test_huggingface_export_loads_in_sentence_transformers(minilm, tmp_path):
     np.testing.assert_allclose(_encode_with_sentence_transformers(tmp_path / "hf", TEXTS), reference, atol=TOLERANCE)
 
 
+@pytest.mark.once  # the pooling is tested on every backend (tests/models/bert/test_bert_text_embedder.py)
 @pytest.mark.parametrize("pooling,normalize", [("cls", False), ("max", True), ("mean_sqrt_len_tokens", False)])
 def test_every_pooling_round_trips_through_sentence_transformers(tmp_path, pooling, normalize):
     keras.utils.set_random_seed(0)
