@@ -83,8 +83,10 @@ def pytest_configure(config):
         "markers",
         "once: Keras code whose result no backend can change (checkpoint conversion, a callback's files, "
         "the guides' and README's snippets, a docstring example of the API) and costly to repeat; when "
-        "the backends' runs are divided, each such test runs under one of the three (a test's parameters "
-        "in turn), so that every backend runs a share. What it shows is tested on every backend elsewhere.",
+        "the backends' runs are divided, a file's such tests run under one of the three (a test's parameters "
+        "in turn), so that every backend runs a share. What it shows is tested on every backend elsewhere; "
+        "a test that trains a task to a stated accuracy is `once`: each backend's training steps are "
+        "tested on it elsewhere (a loss that falls, accumulated updates equal to the big batch's).",
     )
 
 
@@ -92,15 +94,18 @@ BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def _once_backends(items):
-    """{nodeid: backend} for the `once` tests: the parameters of one test go
-    round the three backends in turn (the guides' pages, the docstring
-    examples), starting from a backend picked by the test's name; crc32, not
-    hash(), so that every process picks the same."""
+    """{nodeid: backend} for the `once` tests: a file's tests run under one
+    backend, picked by the file's name (they share its fixtures), and a
+    parametrized test's parameters go round the three in turn from there (the
+    guides' pages, the docstring examples); crc32, not hash(), so that every
+    process picks the same."""
     chosen, seen = {}, {}
     for item in items:
         if item.get_closest_marker("once") is not None:
-            name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-            turn = seen[name] = seen.get(name, -1) + 1
+            name, turn = item.path.name, 0
+            if hasattr(item, "callspec"):
+                name = f"{name}::{item.originalname}"
+                turn = seen[name] = seen.get(name, -1) + 1
             chosen[item.nodeid] = BACKENDS[(zlib.crc32(name.encode()) + turn) % len(BACKENDS)]
     return chosen
 

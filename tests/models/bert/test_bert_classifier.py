@@ -24,6 +24,7 @@ def small_classifier(num_classes=3, sequence_length=16, **kwargs):
     return kzoo.BertClassifier(tiny_backbone(), num_classes=num_classes, preprocessor=preprocessor, **kwargs)
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_from_pretrained_preset_learns_topics_and_round_trips(tmp_path):
     """from_preset (backbone + tokenizer, fresh head) -> fit on raw strings ->
     evaluate >= 95% on held-out sentences -> save_to_preset -> identical predictions."""

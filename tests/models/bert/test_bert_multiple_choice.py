@@ -27,6 +27,7 @@ def test_preprocessor_packs_the_context_with_each_choice():
     assert labels.tolist() == [1]
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_from_pretrained_preset_learns_to_choose_and_round_trips(tmp_path):
     """One score per choice's [CLS], softmax over 4 choices: >= 95% held out."""
     preset = pretrained_preset(tmp_path, hidden_dim=64)

@@ -36,6 +36,7 @@ def tiny_pretrainer(model_class=kzoo.BertPretrainer):
     return model
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_mlm_loss_falls_and_nsp_generalises_to_held_out_documents(tokenizer):
     train = tokenize_documents(make_documents(400, seed=1), tokenizer, progress=False)
     held_out = tokenize_documents(make_documents(40, seed=2), tokenizer, progress=False)
@@ -55,6 +56,7 @@ def test_mlm_loss_falls_and_nsp_generalises_to_held_out_documents(tokenizer):
     assert abs(before["mlm_loss"] - np.log(len(VOCABULARY))) < 0.5  # started from chance
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_masked_lm_only_fits_on_mlm_only_data(tokenizer):
     documents = make_documents(40, seed=3)
     dataset = pretraining_dataset(

@@ -95,6 +95,7 @@ HELD_OUT = squad_like(100, seed=2)
 LONG = squad_like(20, seed=3, lengths=(30, 40), unanswerable=0.0)
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_from_preset_makes_squad_windows_for_the_backbone(fine_tuned):
     preprocessor = fine_tuned[0].preprocessor
     assert isinstance(preprocessor, BertQuestionAnswererPreprocessor)
@@ -104,6 +105,7 @@ def test_from_preset_makes_squad_windows_for_the_backbone(fine_tuned):
     assert len(preprocessor.windows(LONG[:2])["token_ids"]) >= 3 * 20
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_fit_on_raw_text_learns_the_spans(fine_tuned):
     model, history, _ = fine_tuned
     assert history["loss"][-1] < 0.05 * history["loss"][0]
@@ -116,6 +118,7 @@ def test_fit_on_raw_text_learns_the_spans(fine_tuned):
     assert results["loss"] == pytest.approx((results["start_logits_loss"] + results["end_logits_loss"]) / 2, rel=1e-5)
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_answers_held_out_questions_over_several_windows(fine_tuned):
     model, _, _ = fine_tuned
     questions, contexts, _, texts = LONG
@@ -124,6 +127,7 @@ def test_answers_held_out_questions_over_several_windows(fine_tuned):
     assert model.evaluate_answers(questions, contexts, texts, batch_size=128)["exact_match"] >= 90.0
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_no_answer_threshold(fine_tuned):
     """SQuAD 2.0 (sec. 4.3): "" unless the best span beats s_null + τ."""
     model, _, _ = fine_tuned
@@ -139,6 +143,7 @@ def test_no_answer_threshold(fine_tuned):
     assert set(model.answer(questions, contexts, null_score_threshold=1e9, batch_size=128)) == {""}
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_preset_round_trip_keeps_predictions_and_answers(fine_tuned):
     model, _, directory = fine_tuned
     path = str(directory / "fine_tuned")

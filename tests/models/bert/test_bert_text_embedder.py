@@ -89,6 +89,7 @@ def test_loss_is_softmax_over_scaled_cosines():
     assert restored.scale == 5.0
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_contrastive_fine_tuning_brings_pairs_together():
     """Anchors and their positives (the same words shuffled) in batches of 8:
     the in-batch loss falls by at least half and the positives rank first."""

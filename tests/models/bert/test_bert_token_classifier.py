@@ -120,6 +120,7 @@ def fine_tuned(pretrained):
     return model
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_learns_entities_of_held_out_sentences(fine_tuned):
     assert isinstance(fine_tuned.preprocessor, BertTokenClassifierPreprocessor)
     assert fine_tuned.preprocessor.sequence_length == SEQUENCE_LENGTH  # the tokenizer, adapted

@@ -64,6 +64,7 @@ def trained():
     return model, held_out
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_learns_to_copy_and_reverse_with_greedy_and_beam_search(trained):
     """Held-out sequences decode exactly with greedy search (`beam_size=1`)
     and beam search (4 beams, α = 0.6); longer sequences than the model
