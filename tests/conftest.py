@@ -135,8 +135,9 @@ def pytest_collection_modifyitems(config, items):
     if backend_independent_on is None:
         return
     once_backends = _once_backends(items)
-    kept = [item for item in items if _runs_here(item, backend_independent_on, once_backends)]
-    deselected = [item for item in items if not _runs_here(item, backend_independent_on, once_backends)]
+    here = {item.nodeid: _runs_here(item, backend_independent_on, once_backends) for item in items}
+    kept = [item for item in items if here[item.nodeid]]
+    deselected = [item for item in items if not here[item.nodeid]]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
