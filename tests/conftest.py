@@ -17,6 +17,9 @@ import keras
 import numpy as np
 import pytest
 
+# Every test's CPU seconds, the slowest listed after the run, and the budget enforced.
+pytest_plugins = ["tests.time_budget"]
+
 # kzoo compiles with XLA on TensorFlow's CPU by default (kzoo.backend.auto_jit_compile); the
 # suite's many short fits of tiny models spend more on XLA compiles than they
 # save (1.7x the CPU time on the BERT task tests). tests/backend/test_fast_paths.py

@@ -43,7 +43,7 @@ def start_backend(backend, pytest_args, log=None):
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", KZOO_BACKEND_INDEPENDENT_ON="torch")
     report = REPORTS / f"{backend}.xml"
     report.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", f"--junitxml={report}", *pytest_args]
+    command = [sys.executable, "-m", "pytest", f"--junitxml={report}", "--durations=25", *pytest_args]
     print(f"===== KERAS_BACKEND={backend}: {' '.join(command[1:])}", flush=True)
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
 
