@@ -2,7 +2,6 @@
 
 import gc
 import os
-import zlib
 
 # XLA's LLVM back end at optimisation level 1: the suite's programs are tiny
 # and compiled once each. A tiny BERT classifier's JAX train step (batch 64 x
@@ -86,38 +85,19 @@ def pytest_configure(config):
         "markers",
         "once: Keras code whose result no backend can change (checkpoint conversion, a callback's files, "
         "the guides' and README's snippets, a docstring example of the API) and costly to repeat; when "
-        "the backends' runs are divided, a file's such tests run under one of the three (a test's parameters "
-        "in turn), so that every backend runs a share. What it shows is tested on every backend elsewhere; "
+        "the backends' runs are divided, they run under the backend named by KZOO_BACKEND_INDEPENDENT_ON "
+        "(torch, where a test costs least). What it shows is tested on every backend elsewhere; "
         "a test that trains a task to a stated accuracy is `once`: each backend's training steps are "
         "tested on it elsewhere (a loss that falls, accumulated updates equal to the big batch's).",
     )
 
 
-BACKENDS = ("tensorflow", "jax", "torch")
-
-
-def _once_backends(items):
-    """{nodeid: backend} for the `once` tests: a file's tests run under one
-    backend, picked by the file's name (they share its fixtures), and a
-    parametrized test's parameters go round the three in turn from there (the
-    guides' pages, the docstring examples); crc32, not hash(), so that every
-    process picks the same."""
-    chosen, seen = {}, {}
-    for item in items:
-        if item.get_closest_marker("once") is not None:
-            name, turn = item.path.name, 0
-            if hasattr(item, "callspec"):
-                name = f"{name}::{item.originalname}"
-                turn = seen[name] = seen.get(name, -1) + 1
-            chosen[item.nodeid] = BACKENDS[(zlib.crc32(name.encode()) + turn) % len(BACKENDS)]
-    return chosen
-
-
-def _runs_here(item, backend_independent_on, once_backends):
-    """Whether this backend's run keeps `item` when the three runs are divided."""
-    if item.get_closest_marker("backend_independent") is not None:
-        return keras.backend.backend() == backend_independent_on
-    return once_backends.get(item.nodeid, keras.backend.backend()) == keras.backend.backend()
+def _runs_here(item, single_backend):
+    """Whether this backend's run keeps `item` when the three runs are divided:
+    backend-independent and `once` tests only under `single_backend`."""
+    if item.get_closest_marker("backend_independent") or item.get_closest_marker("once"):
+        return keras.backend.backend() == single_backend
+    return True
 
 
 def pytest_collection_finish(session):
@@ -130,17 +110,17 @@ def pytest_collection_finish(session):
 
 def pytest_collection_modifyitems(config, items):
     """A run on one backend runs every test. tests/run_all_backends.py divides
-    the three backends' runs by setting KZOO_BACKEND_INDEPENDENT_ON (torch,
-    whose run ends first): backend-independent tests run under that backend
-    only, `once` tests under one backend each, and every other model and layer
-    test under all three."""
-    backend_independent_on = os.environ.get("KZOO_BACKEND_INDEPENDENT_ON")
-    if backend_independent_on is None:
+    the three backends' runs by setting KZOO_BACKEND_INDEPENDENT_ON (torch):
+    backend-independent and `once` tests run under that backend only, every
+    other model and layer test under all three. Torch, because a test there
+    costs least: no step is compiled, and the suite's models are tiny (the
+    tests that ran on all three took 273 s of CPU on torch, 525 s on
+    TensorFlow and 741 s on JAX, 2 cores without AVX-512, 2026-11-28)."""
+    single_backend = os.environ.get("KZOO_BACKEND_INDEPENDENT_ON")
+    if single_backend is None:
         return
-    once_backends = _once_backends(items)
-    here = {item.nodeid: _runs_here(item, backend_independent_on, once_backends) for item in items}
-    kept = [item for item in items if here[item.nodeid]]
-    deselected = [item for item in items if not here[item.nodeid]]
+    kept = [item for item in items if _runs_here(item, single_backend)]
+    deselected = [item for item in items if not _runs_here(item, single_backend)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
