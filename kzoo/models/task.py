@@ -10,7 +10,6 @@ checked in the pipeline. Packed inputs (a dict) skip the packing.
 """
 
 import inspect
-import types
 import warnings
 
 import keras
@@ -304,18 +303,17 @@ class Task(BaseModel):
             metrics: list or str. Keras metrics; `"auto"` is `default_metrics()`. Defaults to `"auto"`.
             **kwargs: other `keras.Model.compile` arguments (`jit_compile`, ...).
         """
-        # A read-only mapping: Keras would track a dict and count its metrics twice.
-        self._compile_arguments = types.MappingProxyType({
-            "loss": self.default_loss() if loss == "auto" else loss,
-            "metrics": self.default_metrics() if metrics == "auto" else metrics,
-            **kwargs,
-        })
         self._default_optimizer_pending = optimizer is None
-        super().compile(optimizer=optimizer or self.default_optimizer(), **self._compile_arguments)
+        loss = self.default_loss() if loss == "auto" else loss
+        metrics = self.default_metrics() if metrics == "auto" else metrics
+        super().compile(optimizer=optimizer or self.default_optimizer(), loss=loss, metrics=metrics, **kwargs)
 
     def _schedule_default_optimizer(self, x, epochs, steps_per_epoch):
-        """Replaces the default optimizer by one scheduled over the run
-        (`fit` on `x`, `steps_per_epoch` steps if known)."""
+        """Gives the default optimizer, not yet built, the learning-rate
+        schedule of `default_optimizer(total_steps)` over the run (`fit` on
+        `x`, `steps_per_epoch` steps if known), without compiling again:
+        Keras' setter drops the constant rate's variable, so the optimizer's
+        variables are those of an optimizer built scheduled."""
         self._default_optimizer_pending = False
         if self.optimizer.built:
             return
@@ -330,7 +328,9 @@ class Task(BaseModel):
                 stacklevel=3,
             )
             return
-        super().compile(optimizer=self.default_optimizer(epochs * steps_per_epoch), **self._compile_arguments)
+        schedule = getattr(self.default_optimizer(epochs * steps_per_epoch), "_learning_rate", None)
+        if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            self.optimizer.learning_rate = schedule
 
     # === Presets and export ===
 
