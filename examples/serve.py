@@ -59,7 +59,9 @@ def parse_args(argv=None):
 
 def export(preset, path, smoke):
     """Writes `preset`'s classifier as a SavedModel at `path`; returns `path`."""
-    import kzoo  # noqa: PLC0415  (only the export needs kzoo)
+    from kzoo_cli.quiet import import_kzoo  # noqa: PLC0415  (only the export needs kzoo)
+
+    kzoo = import_kzoo()  # TensorFlow's C++ start-up lines off the terminal
 
     if smoke:
         from example_runs import smoke_directory  # noqa: PLC0415
