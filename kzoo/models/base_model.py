@@ -348,7 +348,7 @@ class BaseModel(keras.Model):
             if data is not None and len(data) == 1 and not kwargs:
                 # One batch (e.g. one request): Keras' step without its data pipeline and
                 # progress bar, 5 ms instead of 50 on TensorFlow.
-                outputs = super().predict_on_batch(prepared["x"])
+                outputs = super().predict_on_batch(data[0][0])
             else:
                 outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
         if data is None:
