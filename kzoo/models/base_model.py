@@ -328,6 +328,10 @@ class BaseModel(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
         examples in memory in batches of similar lengths (as `fit`)."""
+        if kwargs.get("_use_cached_eval_dataset"):
+            # `fit`'s validation pass: Keras reads the validation batches `fit` prepared and
+            # checked (its cached iterator), whatever `x` says.
+            return super().evaluate(x, y, batch_size, verbose, sample_weight=sample_weight, **kwargs)
         if self.compiles_itself and not self.compiled:
             self.compile()
         refused = []

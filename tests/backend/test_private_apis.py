@@ -74,6 +74,15 @@ def test_the_optimizer_state_names_the_fused_step_reads():
     assert len(optimizer._momentums) == len(optimizer._velocities) == 1
 
 
+def test_fits_validation_pass_reads_the_cached_iterator():
+    # kzoo's BaseModel.evaluate passes fit's validation call through unprepared.
+    for backend in ("tensorflow", "jax", "torch"):
+        trainer = importlib.import_module(f"keras.src.backend.{backend}.trainer")
+        source = inspect.getsource(trainer)
+        assert "_use_cached_eval_dataset=True" in source, backend
+        assert "epoch_iterator = self._eval_epoch_iterator" in source, backend
+
+
 def test_an_optimizer_keeps_its_schedule_and_drops_the_constant_rate_for_one():
     # kzoo.models.Task gives its default optimizer the run's schedule at `fit`.
     schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
