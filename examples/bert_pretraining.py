@@ -36,11 +36,14 @@ TensorFlow, DDP under torchrun); `--batch-size` is then the global batch
 
 import os
 
-# TensorFlow prints C++ start-up lines (oneDNN, CUDA probes) that report nothing wrong: this script
-# hides them unless you set TF_CPP_MIN_LOG_LEVEL yourself (0 shows everything).
+# TensorFlow prints C++ lines (oneDNN, CUDA probes) that report nothing wrong: this script, an
+# application, keeps its start-up lines off the terminal and the later ones unless you set
+# TF_CPP_MIN_LOG_LEVEL yourself (0 shows those).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import kzoo
+from kzoo_cli.quiet import import_kzoo
+
+kzoo = import_kzoo()
 
 import argparse
 import collections

@@ -37,6 +37,10 @@ import threading
 import urllib.error
 import urllib.request
 
+# TensorFlow's C++ lines (CUDA probes, oneDNN notices) report nothing wrong: this server, an
+# application, hides them unless you set TF_CPP_MIN_LOG_LEVEL yourself (0 shows them).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 DEFAULT_PRESET = "finetuned/bert_python_docs_areas"
 DISCARD_LIMIT = 16 << 20  # a refused body larger than this is not read: the connection is closed
 
@@ -59,7 +63,9 @@ def parse_args(argv=None):
 
 def export(preset, path, smoke):
     """Writes `preset`'s classifier as a SavedModel at `path`; returns `path`."""
-    import kzoo  # noqa: PLC0415  (only the export needs kzoo)
+    from kzoo_cli.quiet import import_kzoo  # noqa: PLC0415  (only the export needs kzoo)
+
+    kzoo = import_kzoo()  # TensorFlow's C++ start-up lines off the terminal
 
     if smoke:
         from example_runs import smoke_directory  # noqa: PLC0415

@@ -11,6 +11,7 @@ import sys
 
 from kzoo_cli.tables import CommandError, check_writable, column, file_format, read_table, write_bytes, write_table
 from kzoo_cli.use_commands import positive
+from kzoo_cli.quiet import import_kzoo
 
 ARRAY_EXTENSIONS = (".npy",)
 JSON_LINES_EXTENSIONS = (".jsonl", ".ndjson")
@@ -61,7 +62,7 @@ def search(args):
     queries = _texts(args.queries, query_format, *read_table(args.queries, query_format), args.query_column,
                      "--query-column")
     saved = None if args.corpus_embeddings is None else _saved_embeddings(args.corpus_embeddings, len(corpus))
-    import kzoo  # noqa: PLC0415
+    kzoo = import_kzoo()
 
     model = _load(args.preset)
     if saved is not None:
@@ -142,13 +143,13 @@ def _texts(path, fmt, columns, rows, name, option):
 
 
 def _load(preset):
-    import kzoo  # noqa: PLC0415 (after the arguments are checked: seconds)
+    kzoo = import_kzoo()  # after the arguments are checked: seconds
 
     return kzoo.BertTextEmbedder.from_preset(preset)
 
 
 def _encode(model, texts, batch_size):
-    import kzoo  # noqa: PLC0415
+    kzoo = import_kzoo()
 
     with contextlib.redirect_stdout(sys.stderr):  # progress must not mix with what goes to stdout
         progress = kzoo.progress.predict_progress()

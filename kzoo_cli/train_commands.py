@@ -10,6 +10,7 @@ import os
 from kzoo_cli.parser import FULL_RATE, LORA_RATE
 from kzoo_cli.tables import CommandError, column, file_format, read_table
 from kzoo_cli.use_commands import positive, text_column_names
+from kzoo_cli.quiet import import_kzoo
 
 
 def finetune(args):
@@ -35,7 +36,7 @@ def finetune(args):
             raise CommandError("--early-stopping watches the validation loss: give --validation FILE or "
                                "--validation-split F too.")
     curves_path = _prepare_output(args.output)
-    import kzoo  # noqa: PLC0415 (after the backend is chosen)
+    kzoo = import_kzoo()  # after the backend is chosen
     import keras  # noqa: PLC0415
 
     keras.utils.set_random_seed(args.seed)
@@ -79,7 +80,7 @@ def pretrain(args):
     for option in ("steps", "batch_size", "sequence_length", "dupe_factor", "vocabulary_size"):
         positive(f"--{option.replace('_', '-')}", getattr(args, option))
     curves_path = _prepare_output(args.output)
-    import kzoo  # noqa: PLC0415
+    kzoo = import_kzoo()
     import keras  # noqa: PLC0415
 
     keras.utils.set_random_seed(args.seed)

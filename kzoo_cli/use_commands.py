@@ -10,13 +10,14 @@ import sys
 import warnings
 
 from kzoo_cli.tables import CommandError, column, file_format, read_table, write_table, write_text
+from kzoo_cli.quiet import import_kzoo
 
 TRANSLATION_MODEL = "transformer_translation.keras"  # what examples/transformer_translation.py saves
 
 
 def presets(args):
     """`kzoo presets`: the built-in presets as a table."""
-    import kzoo  # noqa: PLC0415 (after the backend is chosen)
+    kzoo = import_kzoo()  # after the backend is chosen
 
     kzoo.presets.print_presets(args.family)
     if args.details:
@@ -46,7 +47,7 @@ def predict(args):
     texts = [column(columns, rows, name, _shown(args.input)) for name in text_columns]
     output_format = args.output_format or ("jsonl" if args.output.endswith((".jsonl", ".ndjson")) else "csv")
     positive("--batch-size", args.batch_size)
-    import kzoo  # noqa: PLC0415
+    kzoo = import_kzoo()
     from keras import ops  # noqa: PLC0415
 
     model = kzoo.BertClassifier.from_preset(args.model)
@@ -76,7 +77,7 @@ def predict(args):
 def fill_mask(args):
     """`kzoo fill-mask PRESET TEXT...`: the masked LM's candidates for each [MASK]."""
     positive("--top-k", args.top_k)
-    import kzoo  # noqa: PLC0415 (first: it sets up TensorFlow's logging)
+    kzoo = import_kzoo()  # first: it sets up TensorFlow's logging
     import keras  # noqa: PLC0415
     from kzoo.presets.builtin import is_builtin_name  # noqa: PLC0415
 
@@ -113,7 +114,7 @@ def attention(args):
     layers, heads = indices("--layers", args.layers), indices("--heads", args.heads)
     if os.path.splitext(args.out)[1].lower() not in (".png", ".svg", ".pdf"):
         raise CommandError(f"--out {args.out!r}: name the picture .png, .svg or .pdf.")
-    import kzoo  # noqa: PLC0415
+    kzoo = import_kzoo()
 
     kzoo.visualize.plot_bert_attention(args.preset, args.text, pair=args.pair, layers=layers, heads=heads,
                                        path=args.out)
@@ -133,7 +134,7 @@ def translate(args):
     _, rows = read_table(args.input, "txt")
     sources = [row["text"] for _, row in rows]
     positive("--beam-size", args.beam_size)
-    import kzoo  # noqa: PLC0415 (first: it sets up TensorFlow's logging)
+    kzoo = import_kzoo()  # first: it sets up TensorFlow's logging
     import keras  # noqa: PLC0415
 
     model = keras.saving.load_model(model_file)

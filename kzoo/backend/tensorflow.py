@@ -71,7 +71,13 @@ def assert_in_graph(tensor, bounds, template):
 
 def generator_dataset(data, signature):
     """A `tf.data.Dataset` of `data`'s batches (`data[i]`, read anew each
-    epoch, so an order that `set_epoch` changed is followed), of `signature`.
+    epoch, so an order that `set_epoch` changed is followed), of `signature`,
+    with tf.data's autotuning off: dropping an epoch's iterator waits for the
+    autotuning thread, which on a busy machine stalls the next epoch's first
+    batch (0.6-0.9 s with three processes spinning on 2 cores, 10-60 s seen;
+    under 0.3 s with it off, the same for a pipeline of tensors without a
+    generator; benchmarks/epoch_gap.py, 2026-11-29). Nothing here has a
+    parallelism to tune.
     """
     import tensorflow as tf  # noqa: PLC0415
 
@@ -79,8 +85,10 @@ def generator_dataset(data, signature):
         for index in range(len(data)):
             yield data[index]
 
+    options = tf.data.Options()
+    options.autotune.enabled = False
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
-    return dataset.apply(tf.data.experimental.assert_cardinality(len(data))).prefetch(2)
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(data))).prefetch(2).with_options(options)
 
 
 def without_retracing_warning(function):

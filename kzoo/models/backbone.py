@@ -165,14 +165,14 @@ class Backbone(BaseModel):
         """
         return inputs
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0, refused=None):
         # Packed inputs, checked once here (`BaseModel`); Keras batches them.
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         if isinstance(x, (dict, *IN_MEMORY)):
             # Keras would truncate fractional ids (a cast) and name strings only an
             # "Unrecognized data type".
             x = self.complete_inputs(x)
-        x = batch_checks.checked(x, self.input_limits())
+        x = batch_checks.checked(x, self.input_limits(), refused)
         return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
 
 

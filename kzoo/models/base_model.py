@@ -30,7 +30,7 @@ class BaseModel(keras.Model):
     """`keras.Model` with kzoo's config, checked data path and atomic saves.
 
     Subclasses (`kzoo.models.Backbone`, `kzoo.models.Task`) define
-    `_prepare(x, y, sample_weight, batch_size, order, seed)`, which returns
+    `_prepare(x, y, sample_weight, batch_size, order, seed, refused)`, which returns
     Keras' arguments `{"x", "y", "sample_weight", "batch_size"}` and, for data
     batched by length, the `kzoo.models.batching.LengthBatches` (else None).
     A class with `compiles_itself = True` compiles with its recipe at its
@@ -44,7 +44,7 @@ class BaseModel(keras.Model):
     ...         inputs = keras.Input((2,))
     ...         super().__init__(inputs, keras.layers.Dense(units)(inputs), **kwargs)
     ...         self.units = units
-    ...     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0):
+    ...     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0, refused=None):
     ...         return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
     >>> model = Tiny(3)
     >>> Tiny.from_config(model.get_config()).units
@@ -274,7 +274,9 @@ class BaseModel(keras.Model):
         validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
-        train, data = self._prepare(x, y, sample_weight, batch_size, order, seed=int(np.random.randint(2**31 - 1)))
+        refused = []  # this call's batches refused inside tf.data (`kzoo.models.batch_checks`)
+        seed = int(np.random.randint(2**31 - 1))
+        train, data = self._prepare(x, y, sample_weight, batch_size, order, seed, refused)
         counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
         train, data = fit_data.accumulated(self, train, data, order, counts_tokens)
         if data is not None:
@@ -284,13 +286,14 @@ class BaseModel(keras.Model):
         if validation_data is not None:
             unpacked = fit_data.validation_tuple(validation_data, y, self)
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
-            held = self._prepare(*keras.utils.unpack_x_y_sample_weight(unpacked), held_batch_size)[0]
+            held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(unpacked)
+            held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
         if getattr(self, "_default_optimizer_pending", False):
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
             self._schedule_default_optimizer(train["x"], epochs, steps)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self):
+        with batch_checks.reported(self, refused):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
@@ -325,10 +328,15 @@ class BaseModel(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
         examples in memory in batches of similar lengths (as `fit`)."""
+        if kwargs.get("_use_cached_eval_dataset"):
+            # `fit`'s validation pass: Keras reads the validation batches `fit` prepared and
+            # checked (its cached iterator), whatever `x` says.
+            return super().evaluate(x, y, batch_size, verbose, sample_weight=sample_weight, **kwargs)
         if self.compiles_itself and not self.compiled:
             self.compile()
-        prepared = self._prepare(x, y, sample_weight, batch_size)[0]
-        with batch_checks.reported(self):
+        refused = []
+        prepared = self._prepare(x, y, sample_weight, batch_size, refused=refused)[0]
+        with batch_checks.reported(self, refused):
             return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
@@ -337,13 +345,14 @@ class BaseModel(keras.Model):
         Examples in memory run in batches of similar lengths; outputs come
         back in the caller's order, a sequence axis at the packed length (0
         beyond each batch's padded length)."""
-        prepared, data = self._prepare(x, batch_size=batch_size)
+        refused = []
+        prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
         self._pad_outputs_to(None if data is None else data.max_length)
-        with batch_checks.reported(self):
+        with batch_checks.reported(self, refused):
             if data is not None and len(data) == 1 and not kwargs:
                 # One batch (e.g. one request): Keras' step without its data pipeline and
                 # progress bar, 5 ms instead of 50 on TensorFlow.
-                outputs = super().predict_on_batch(prepared["x"])
+                outputs = super().predict_on_batch(data[0][0])
             else:
                 outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
         if data is None:

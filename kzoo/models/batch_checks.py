@@ -6,8 +6,8 @@ the weights, see `kzoo.backend.checks`). So kzoo's models check what they are
 given before Keras runs a step: packed inputs in memory all at once (a
 `ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
 pipeline, on the host (`on_host`): the first bad batch stops the run before
-its step with the same `ValueError`, kept as raised and re-raised by
-`reported`. The steps themselves then run without checks
+its step with the same `ValueError`, kept as raised in a list
+that belongs to the call (`refused`) and re-raised by `reported`. The steps themselves then run without checks
 (`kzoo.backend.checks.checked_upstream`).
 """
 
@@ -18,14 +18,13 @@ import tensorflow as tf
 
 from kzoo.backend import checks, keep_state_on_error
 
-_REFUSED = []  # the ValueError of a batch refused inside tf.data (raised in its threads)
 
-
-def checked(x, limits):
+def checked(x, limits, refused=None):
     """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits`
     (input name -> `checks.IdsLimit`s / `checks.LengthLimit`s): a dict in
     memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
-    batch by batch; anything else as it is.
+    batch by batch, a refused batch's `ValueError` kept in the list `refused`
+    for `reported`; anything else as it is.
 
     Example:
 
@@ -41,20 +40,21 @@ def checked(x, limits):
         checks.check_batch(x, limits)
         return x
     if isinstance(x, tf.data.Dataset):
-        return checked_dataset(x, limits)
+        return checked_dataset(x, limits, [] if refused is None else refused)
     return x
 
 
-def checked_dataset(dataset, limits):
+def checked_dataset(dataset, limits, refused):
     """`dataset` (batches of packed dicts, alone or first in a tuple) with
-    each batch checked on the host (`checks.check_batch`, naming the batch);
-    other datasets as they are.
+    each batch checked on the host (`checks.check_batch`, naming the batch),
+    a refused batch's `ValueError` kept in the list `refused`; other datasets
+    as they are.
 
     Example:
 
     >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
     >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
-    >>> next(iter(checked_dataset(data, limits)))["token_ids"].numpy().tolist()
+    >>> next(iter(checked_dataset(data, limits, [])))["token_ids"].numpy().tolist()
     [[1, 2]]
     """
     spec = dataset.element_spec
@@ -70,30 +70,31 @@ def checked_dataset(dataset, limits):
     def check_element(index, element):
         inputs = element[0] if isinstance(element, tuple) else element
         dense = [_dense(inputs[name]) for name in names]
-        inputs = on_host(check, inputs, index, *dense)
+        inputs = on_host(check, refused, inputs, index, *dense)
         return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
 
     return dataset.enumerate().map(check_element)
 
 
-def on_host(check, tensors, *values):
+def on_host(check, refused, tensors, *values):
     """`tensors` (a structure) made to wait for `check(*values)`, run on the
     host inside a `tf.data` pipeline; a `ValueError` it raises stops the
-    pipeline and is raised as it is by `reported`.
+    pipeline and goes to the list `refused` (the call's), for `reported` to
+    raise as it is.
 
     Example:
 
     >>> def positive(values):
     ...     if values.min() < 0:
     ...         raise ValueError("negative")
-    >>> on_host(positive, tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
+    >>> on_host(positive, [], tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
     [1, 2]
     """
     def run(*arrays):
         try:
             check(*arrays)
         except ValueError as error:
-            _REFUSED.append(error)
+            refused.append(error)
             return np.bool_(False)
         return np.bool_(True)
 
@@ -109,11 +110,12 @@ def _dense(value):
 
 
 @contextlib.contextmanager
-def reported(model):
+def reported(model, refused=()):
     """Runs a `fit`/`evaluate`/`predict` of `model`: its weights kept on JAX
     (`kzoo.backend.keep_state_on_error`), its steps traced without checks (the
     data was checked where it came in), and a batch refused inside `tf.data`
-    raised as the `ValueError` the check raised.
+    raised as the `ValueError` the check raised (the last in `refused`, the
+    list the call's datasets were checked with).
 
     Example:
 
@@ -123,13 +125,10 @@ def reported(model):
     ...     model.predict(np.ones((1, 2)), verbose=0).shape
     (1, 1)
     """
-    del _REFUSED[:]
     try:
         with keep_state_on_error(model), checks.checked_upstream():
             yield
     except tf.errors.OpError:
-        if not _REFUSED:
+        if not refused:
             raise
-        raise _REFUSED.pop() from None
-    finally:
-        del _REFUSED[:]
+        raise refused[-1] from None

@@ -146,13 +146,10 @@ class LengthBatches(keras.utils.PyDataset):
 
     def for_keras(self):
         """`keras.Model.fit`/`evaluate`/`predict`'s `x`, `y`, `sample_weight`
-        and `batch_size` for these batches: one batch as its arrays (the
-        cheapest way in for a single request), more as this dataset, with
-        their varying lengths declared to TensorFlow's pipeline
-        (`kzoo.backend.variable_length_batches`)."""
-        if len(self) == 1:
-            x, y, sample_weight = (*self[0], None, None)[:3]
-            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": self.size}
+        and `batch_size` for these batches: this dataset, with their varying
+        lengths declared to TensorFlow's pipeline
+        (`kzoo.backend.variable_length_batches`); `predict` runs a single
+        batch by itself."""
         return {"x": backend.variable_length_batches(self), "y": None, "sample_weight": None, "batch_size": None}
 
 

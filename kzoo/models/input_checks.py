@@ -232,12 +232,12 @@ def _check_shapes(shapes, owner, same_shape):
             )
 
 
-def check_examples(x, y, owner, batch_size=None, epochs=1):
+def check_examples(x, y, owner, batch_size=None):
     """`(x, y)` for `fit`/`evaluate`/`predict`, with a `ValueError` for no
     examples (None, an empty list or batch), a bare string, columns of a tuple
     of different lengths, labels of another length than the examples, or a
-    `batch_size` / `epochs` that is not a positive int (Keras would read
-    `batch_size=0` as 32 and `epochs=-1` as no training). A pandas Series
+    `batch_size` that is not a positive int (Keras would read `batch_size=0`
+    as 32; `fit` checks its `epochs` itself). A pandas Series
     becomes its NumPy values. Datasets and generators pass as they are.
 
     Args:
@@ -245,7 +245,6 @@ def check_examples(x, y, owner, batch_size=None, epochs=1):
         y: the labels, or None.
         owner: str. The model's class name, for the messages.
         batch_size: int or None. Examples per batch. Defaults to `None`.
-        epochs: int. Passes over the data (0 trains nothing). Defaults to `1`.
 
     Returns:
         `(x, y)`.
@@ -259,7 +258,6 @@ def check_examples(x, y, owner, batch_size=None, epochs=1):
     """
     if batch_size is not None:
         check_int(batch_size, "batch_size", owner)
-    check_int(epochs, "epochs", owner, minimum=0)
     x, y = _from_pandas(x), _from_pandas(y)
     if x is None:
         raise ValueError(

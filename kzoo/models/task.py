@@ -10,7 +10,6 @@ checked in the pipeline. Packed inputs (a dict) skip the packing.
 """
 
 import inspect
-import types
 import warnings
 
 import keras
@@ -200,14 +199,15 @@ class Task(BaseModel):
         completed = self.backbone.complete_inputs({k: v for k, v in inputs.items() if k in names})
         return {**inputs, **completed}
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`:
         examples checked → packed → ids and lengths checked once → batched by
-        length (`order`); a `tf.data.Dataset` mapped batch by batch."""
+        length (`order`); a `tf.data.Dataset` mapped batch by batch, its
+        refused batches' errors kept in the call's list `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
         if isinstance(x, tf.data.Dataset):
-            return {**arguments, "x": self._map_dataset(x)}, None
+            return {**arguments, "x": self._map_dataset(x, [] if refused is None else refused)}, None
         if isinstance(x, dict):
             self._check_labels(y, packed=True)
             x = self._check_packed(x)
@@ -230,19 +230,20 @@ class Task(BaseModel):
         )
         return data.for_keras(), data
 
-    def _map_dataset(self, dataset):
+    def _map_dataset(self, dataset, refused):
         """A `tf.data.Dataset` of raw text packed by the preprocessor (labels
         asserted in the pipeline); one of packed inputs with its labels
         asserted; either with its ids and lengths asserted batch by batch."""
-        return batch_checks.checked_dataset(self._packed_dataset(dataset), self.backbone.input_limits())
+        limits = self.backbone.input_limits()
+        return batch_checks.checked_dataset(self._packed_dataset(dataset, refused), limits, refused)
 
-    def _packed_dataset(self, dataset):
+    def _packed_dataset(self, dataset, refused):
         spec = dataset.element_spec
         features = spec[0] if isinstance(spec, tuple) else spec
         if isinstance(features, dict):
             if self.label_bounds(packed=True) is None or not isinstance(spec, tuple) or len(spec) < 2:
                 return dataset
-            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, packed=True), *w))
+            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, True, refused), *w))
         preprocessor = self._require_preprocessor()
         first = features[0] if isinstance(features, tuple) else features
         if first.shape.rank == 0:
@@ -253,7 +254,7 @@ class Task(BaseModel):
 
         def preprocess(*element):
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
-            return preprocessor(x, self._assert_labels(y, packed=False), sample_weight)
+            return preprocessor(x, self._assert_labels(y, False, refused), sample_weight)
 
         return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
@@ -282,13 +283,13 @@ class Task(BaseModel):
                 f"model for more classes. Got labels from {found[0]} to {found[1]}."
             )
 
-    def _assert_labels(self, labels, packed):
+    def _assert_labels(self, labels, packed, refused):
         """`labels` checked against `label_bounds` inside `tf.data`, on the host (same message)."""
         if labels is None or self.label_bounds(packed) is None:
             return labels
         first = labels[0] if isinstance(labels, tuple) else labels
         values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
-        return batch_checks.on_host(lambda found: self._check_labels(found, packed), labels, values)
+        return batch_checks.on_host(lambda found: self._check_labels(found, packed), refused, labels, values)
 
     # === Compilation ===
 
@@ -304,18 +305,17 @@ class Task(BaseModel):
             metrics: list or str. Keras metrics; `"auto"` is `default_metrics()`. Defaults to `"auto"`.
             **kwargs: other `keras.Model.compile` arguments (`jit_compile`, ...).
         """
-        # A read-only mapping: Keras would track a dict and count its metrics twice.
-        self._compile_arguments = types.MappingProxyType({
-            "loss": self.default_loss() if loss == "auto" else loss,
-            "metrics": self.default_metrics() if metrics == "auto" else metrics,
-            **kwargs,
-        })
         self._default_optimizer_pending = optimizer is None
-        super().compile(optimizer=optimizer or self.default_optimizer(), **self._compile_arguments)
+        loss = self.default_loss() if loss == "auto" else loss
+        metrics = self.default_metrics() if metrics == "auto" else metrics
+        super().compile(optimizer=optimizer or self.default_optimizer(), loss=loss, metrics=metrics, **kwargs)
 
     def _schedule_default_optimizer(self, x, epochs, steps_per_epoch):
-        """Replaces the default optimizer by one scheduled over the run
-        (`fit` on `x`, `steps_per_epoch` steps if known)."""
+        """Gives the default optimizer, not yet built, the learning-rate
+        schedule of `default_optimizer(total_steps)` over the run (`fit` on
+        `x`, `steps_per_epoch` steps if known), without compiling again:
+        Keras' setter drops the constant rate's variable, so the optimizer's
+        variables are those of an optimizer built scheduled."""
         self._default_optimizer_pending = False
         if self.optimizer.built:
             return
@@ -330,7 +330,9 @@ class Task(BaseModel):
                 stacklevel=3,
             )
             return
-        super().compile(optimizer=self.default_optimizer(epochs * steps_per_epoch), **self._compile_arguments)
+        schedule = getattr(self.default_optimizer(epochs * steps_per_epoch), "_learning_rate", None)
+        if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            self.optimizer.learning_rate = schedule
 
     # === Presets and export ===
 

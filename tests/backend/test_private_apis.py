@@ -74,6 +74,25 @@ def test_the_optimizer_state_names_the_fused_step_reads():
     assert len(optimizer._momentums) == len(optimizer._velocities) == 1
 
 
+def test_fits_validation_pass_reads_the_cached_iterator():
+    # kzoo's BaseModel.evaluate passes fit's validation call through unprepared.
+    for backend in ("tensorflow", "jax", "torch"):
+        trainer = importlib.import_module(f"keras.src.backend.{backend}.trainer")
+        source = inspect.getsource(trainer)
+        assert "_use_cached_eval_dataset=True" in source, backend
+        assert "epoch_iterator = self._eval_epoch_iterator" in source, backend
+
+
+def test_an_optimizer_keeps_its_schedule_and_drops_the_constant_rate_for_one():
+    # kzoo.models.Task gives its default optimizer the run's schedule at `fit`.
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+    assert keras.optimizers.SGD(learning_rate=schedule)._learning_rate is schedule
+    optimizer = keras.optimizers.SGD()
+    optimizer.learning_rate = schedule
+    optimizer.build([keras.Variable([1.0])])
+    assert optimizer._learning_rate is schedule and len(optimizer.variables) == 1  # iterations only
+
+
 def test_backup_and_restore_metadata_file(tmp_path):
     backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
     assert backup._training_metadata_path == str(tmp_path / "backup" / "training_metadata.json")

@@ -261,7 +261,7 @@ class BertTextEmbedder(Task):
         return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                            shuffle, **kwargs)
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         owner = type(self).__name__
         if not isinstance(x, tuple) and y is not None:
             raise ValueError(
@@ -269,7 +269,7 @@ class BertTextEmbedder(Task):
                 "lists of texts, each anchor's positive being its target. Pass fit((anchors, positives))."
             )
         if not isinstance(x, tuple):
-            return super()._prepare(x, y, sample_weight, batch_size, order, seed)
+            return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
         if y is not None or len(x) not in (2, 3):
             raise ValueError(
                 f"{owner} trains on (anchors, positives) or (anchors, positives, negatives): a tuple of "

@@ -178,13 +178,13 @@ class BertTokenClassifier(Task):
 
     # === Word labels as tags ===
 
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0):
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         y = label_names.names_to_ids(y, self.tags, "tags", type(self).__name__)
-        return super()._prepare(x, y, sample_weight, batch_size, order, seed)
+        return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
 
-    def _assert_labels(self, labels, packed):
+    def _assert_labels(self, labels, packed, refused):
         labels = label_names.names_to_ids_in_graph(labels, self.tags, "tags", type(self).__name__)
-        return super()._assert_labels(labels, packed)
+        return super()._assert_labels(labels, packed, refused)
 
     # === Word-level predictions ===
 

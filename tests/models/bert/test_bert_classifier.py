@@ -91,9 +91,13 @@ def test_one_batch_entry_points_take_raw_text_like_the_others():
         model.train_on_batch(x, np.full(16, 3))
 
 
-def test_default_compile_is_the_fine_tuning_recipe():
-    """compile() -> AdamW lr 5e-5, 10% warmup and linear decay over epochs x steps (sec. A.3)."""
+def test_default_compile_is_the_fine_tuning_recipe(monkeypatch):
+    """compile() -> AdamW lr 5e-5, 10% warmup and linear decay over epochs x steps (sec. A.3),
+    the schedule set at `fit` without a second compile."""
     model = small_classifier()
+    compiles = []
+    original = keras.Model.compile
+    monkeypatch.setattr(keras.Model, "compile", lambda self, **kw: compiles.append(1) or original(self, **kw))
     model.compile()
     assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
     x, y = topic_sentences(70, seed=0)
@@ -105,6 +109,8 @@ def test_default_compile_is_the_fine_tuning_recipe():
         "gradient_accumulation_steps": 1,
     }
     assert model.optimizer.weight_decay == 0.01
+    # One compile; the optimizer holds its step count and moments, no constant rate.
+    assert len(compiles) == 1 and len(model.optimizer.variables) == 1 + 2 * len(model.trainable_variables)
 
 
 def test_raw_text_dataset_and_validation_split():
