@@ -43,6 +43,7 @@ WHY = {
         "tests/backend/test_setup.py::test_import_kzoo_changes_no_process_state_but_torchs_documented_thread_count",
         "tests/models/bert/test_bert_backbone.py::test_cross_backend_weights",
         "tests/presets/test_directory.py::test_cross_backend_preset",
+        "tests/cli/test_quiet.py::test_import_kzoo_keeps_the_loading_lines_off_stderr_and_passes_others_on",
     ],
     "builds the file's exports (SavedModel or ONNX; through a TensorFlow process on JAX and torch) "
     "and serves them from one process without kzoo; the file's other tests read what it built": [
@@ -84,13 +85,14 @@ WHY = {
         "tests/backend/test_fast_paths.py::test_first_fit_traces_its_step_once_on_tensorflow",
     ],
     "runs the training it compares both ways, each compiled apart (compiled and eager, micro-batches "
-    "and the big batch, kzoo's and Keras' optimizer)": [
+    "and the big batch, kzoo's and Keras' optimizer, a list, an array and a dataset)": [
         "tests/backend/test_fast_paths.py::test_default_compiled_training_equals_uncompiled",
         "tests/models/bert/test_gradient_accumulation.py::test_two_micro_batches_of_8_update_as_one_batch_of_16",
         "tests/models/bert/test_gradient_accumulation.py::test_keras_own_adamw_accumulates_as_the_big_batch",
         "tests/models/test_token_loss_accumulation.py::test_micro_batches_of_different_token_counts_update_as_the_big_batch",
         "tests/robustness/test_compiled_ids.py::test_user_model_compiled_with_xla_on_tensorflow_is_warned",
         "tests/robustness/test_compiled_ids.py::test_a_bigger_vocabulary_feeding_a_saved_classifier",
+        "tests/models/test_same_losses_any_container.py::test_list_array_and_dataset_give_the_same_epoch_losses",
     ],
     "fits, saves and reloads tasks (.keras, presets, int8, LoRA) and predicts with each copy: every "
     "new model compiles its own steps (XLA on JAX); the shared task checks of tests/test_case.py": [
@@ -107,6 +109,8 @@ WHY = {
         "tests/models/test_quantization.py::test_config_keras_file_and_preset_give_the_quantized_model_back",
         "tests/models/test_fit_validation.py::test_validation_split_is_the_last_examples_and_takes_class_names",
         "tests/visualize/test_visualize.py::test_translation_figure_matches_cross_attention",
+        "tests/models/bert/test_bert_pretrainer.py::test_keras_save_and_load_with_compiled_optimizer",
+        "tests/models/test_fit_validation.py::test_token_classifier_validation_split_takes_tag_names",
     ],
     "builds a reference beside kzoo's model (transformers, sentence-transformers, a NumPy BERT, "
     "KerasHub's Kaggle files) and compares their outputs": [
