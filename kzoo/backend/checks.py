@@ -102,22 +102,34 @@ _UNCHECKED = contextvars.ContextVar("kzoo_checked_upstream", default=False)
 @contextlib.contextmanager
 def checked_upstream():
     """Inside: traced calls add no checks to their graph (no TensorFlow
-    assertion, no JAX host callback), because the data was checked where it
-    came in (kzoo's own steps), or the graph goes to a runtime that could not
-    run them (ONNX). Calls on concrete values still raise.
+    assertion, no JAX host callback) and eager calls read no values (no
+    check per torch step), because the data was checked where it came in
+    (kzoo's own steps), or the graph goes to a runtime that could not run
+    them (ONNX).
 
     Example:
 
     >>> import numpy as np
     >>> with checked_upstream():
-    ...     check_ids_in_range(np.array([[1, 2]]), 5, "token ids").tolist()
-    [[1, 2]]
+    ...     check_ids_in_range(np.array([[1, 2]]), 5, "token ids").tolist(), upstream_checked()
+    ([[1, 2]], True)
     """
     token = _UNCHECKED.set(True)
     try:
         yield
     finally:
         _UNCHECKED.reset(token)
+
+
+def upstream_checked():
+    """Whether the data was checked where it came in (`checked_upstream`).
+
+    Example:
+
+    >>> upstream_checked()
+    False
+    """
+    return _UNCHECKED.get()
 
 
 def _template(message_function, limit):
@@ -149,6 +161,8 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
     ...
     ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. ...
     """
+    if _UNCHECKED.get():
+        return ids
     limit = IdsLimit(vocabulary_size, what, advice)
     if is_concrete(ids):
         values = keras.ops.convert_to_numpy(ids)
@@ -158,8 +172,6 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
                 raise ValueError(ids_message(limit, low, high))
         return ids
     backend = keras.backend.backend()
-    if _UNCHECKED.get():
-        return ids
     if backend == "tensorflow" and not keras.backend.is_keras_tensor(ids):
         return tensorflow_backend.assert_in_graph(
             ids, lambda t: _ids_bounds(t, vocabulary_size), _template(ids_message, limit)
@@ -204,13 +216,15 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     ...
     ValueError: `position_embedding` got positions 0 to 599, but its position table holds only ...
     """
+    if _UNCHECKED.get():
+        return sequence_length
     limit = LengthLimit(max_sequence_length, layer_name)
     end = start_index + sequence_length
     if is_concrete(end):
         end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
         if end > max_sequence_length:
             raise ValueError(length_message(limit, start, end - 1))
-    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end) and not _UNCHECKED.get():
+    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end):
         import tensorflow as tf  # noqa: PLC0415
 
         def bounds(_):

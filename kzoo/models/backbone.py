@@ -5,7 +5,7 @@ import keras
 from kzoo import presets
 from kzoo.models import batch_checks
 from kzoo.models.base_model import BaseModel
-from kzoo.models.fit_data import IN_MEMORY
+from kzoo.models.batching import IN_MEMORY
 from kzoo.models.input_checks import check_examples
 
 

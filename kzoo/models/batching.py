@@ -22,13 +22,18 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+import tqdm
 
 from kzoo import backend
+from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.models import accumulation
 from kzoo.data.padding_ladder import (
     SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
 )
 from kzoo.models.input_checks import num_rows, rows, to_tensors
+
+IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
+PACKING_CHUNK = 4096  # texts per eager call of the preprocessor
 
 
 class LengthBatches(keras.utils.PyDataset):
@@ -151,6 +156,42 @@ class LengthBatches(keras.utils.PyDataset):
         (`kzoo.backend.variable_length_batches`); `predict` runs a single
         batch by itself."""
         return {"x": backend.variable_length_batches(self), "y": None, "sample_weight": None, "batch_size": None}
+
+
+def packed(preprocessor, x, y=None, sample_weight=None):
+    """`(inputs, labels, sample_weight)` as NumPy: examples in memory (tensors
+    from `to_tensors`, a tuple for e.g. sentence pairs) packed by
+    `preprocessor` to its `sequence_length` (a task cuts the padding batch by
+    batch), one vectorised call per 4096 examples (a progress bar beyond one). Texts alone go through one
+    `tf.function` that TensorFlow traces once per preprocessor and settings:
+    0.7 ms instead of 35 ms for one text.
+
+    Example:
+
+    >>> from kzoo import BertPreprocessor, BertTokenizer
+    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> x, y, _ = packed(BertPreprocessor(tokenizer, 4), to_tensors(["hi", "hi hi"]), to_tensors([0, 1]))
+    >>> x["token_ids"].tolist(), y.tolist()
+    ([[2, 5, 3, 0], [2, 5, 5, 3]], [0, 1])
+    """
+    traced = preprocessor.traceable and y is None and sample_weight is None
+    settings = (preprocessor.tokenizer, getattr(preprocessor, "sequence_length", None))
+    chunks = []
+    starts = range(0, num_rows(x), PACKING_CHUNK)
+    for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
+        part = [rows(value, start, start + PACKING_CHUNK) for value in (x, y, sample_weight)]
+        outputs = _traced_call(preprocessor, settings, part[0]) if traced else preprocessor.call(*part)
+        chunks.append(keras.tree.map_structure(_to_numpy, keras.utils.unpack_x_y_sample_weight(outputs)))
+    return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
+
+
+def _call(preprocessor, settings, x):
+    # One trace per preprocessor, settings and structure of `x` (TensorFlow's cache).
+    return preprocessor.call(x)
+
+
+# tf.data code on every backend; each preprocessor's traces counted apart (no retracing warning).
+_traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, reduce_retracing=True, autograph=False))
 
 
 def _to_numpy(value):

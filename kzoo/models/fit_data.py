@@ -6,14 +6,11 @@ big batches cut into micro-batches (`kzoo.models.accumulation`)."""
 import warnings
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from kzoo.models import accumulation
-from kzoo.models.batching import LengthBatches, split_off
+from kzoo.models.batching import IN_MEMORY, LengthBatches, split_off
 from kzoo.models.input_checks import num_rows
-
-IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 
 
 def held_out(x, y, sample_weight, fraction, model):

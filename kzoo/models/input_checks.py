@@ -400,28 +400,3 @@ def rows(value, start, stop):
     if isinstance(value, tuple):
         return tuple(rows(v, start, stop) for v in value)
     return value[start:stop]
-
-
-def label_range(labels):
-    """`(lowest, highest)` of integer labels in memory (the first column of a
-    tuple), None when there are none; a `ValueError` for labels that are not
-    integers (class names, fractions).
-
-    Example:
-
-    >>> label_range([[0, 2], [1]])
-    (0, 2)
-    """
-    if labels is None:
-        return None
-    labels = to_tensors(labels)
-    first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
-    values = np.asarray(first.flat_values if isinstance(first, tf.RaggedTensor) else first)
-    if values.size == 0:
-        return None
-    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
-        raise ValueError(
-            "Labels must be integer class ids; got values such as "
-            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
-        )
-    return int(values.min()), int(values.max())

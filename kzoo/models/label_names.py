@@ -2,7 +2,8 @@
 classifier's `tags` (label id i is called `names[i]`).
 
 They are checked against the number of labels when the task is built; labels
-given as names are turned into ids before any work (in memory, at once, with
+given as names are turned into ids before any work (in memory, at once, by the
+task's one way in, `kzoo.models.Task`, with
 an error listing the known names; in a `tf.data` pipeline, by assertions that
 fail its first batch with an unknown name). They do not shape the task's
 head: `from_preset` gives a saved task new names of the same number.
@@ -11,7 +12,6 @@ head: `from_preset` gives a saved task new names of the same number.
 import numpy as np
 import tensorflow as tf
 
-from kzoo.models.input_checks import holds_text, to_tensors
 
 ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming their labels
 
@@ -73,17 +73,16 @@ def check_names(names, num_classes, argument, owner):
 
 
 def names_to_ids(labels, names, argument, owner):
-    """Labels in memory given as names (strings, in lists, NumPy arrays or
-    TensorFlow tensors, ragged too), as int64 label ids; other labels as they are.
+    """Labels given as names (a `tf.string` tensor, ragged too) as int64 label ids.
 
     Args:
-        labels: the labels, or None.
+        labels: `tf.Tensor` or `tf.RaggedTensor` of strings.
         names: list of str or None. The task's label names.
         argument: str. The names' argument, for messages.
         owner: str. The task's class name, for messages.
 
     Returns:
-        A NumPy array (a `tf.RaggedTensor` for ragged labels) of ids, or `labels`.
+        A `tf.Tensor` (a `tf.RaggedTensor` for ragged labels) of ids.
 
     Raises:
         ValueError: a name the task does not have (all known names listed),
@@ -91,27 +90,43 @@ def names_to_ids(labels, names, argument, owner):
 
     Example:
 
-    >>> names_to_ids(["pos", "neg", "pos"], ["neg", "pos"], "class_names", "BertClassifier").tolist()
-    [1, 0, 1]
-    >>> names_to_ids([[2, 0], [1]], ["a", "b", "c"], "tags", "BertTokenClassifier")
-    [[2, 0], [1]]
-    >>> names_to_ids(["good"], ["neg", "pos"], "class_names", "BertClassifier")
+    >>> names_to_ids(tf.constant(["pos", "neg", "pos"]), ["neg", "pos"], "class_names", "BertClassifier").numpy()
+    array([1, 0, 1])
+    >>> names_to_ids(tf.constant(["good"]), ["neg", "pos"], "class_names", "BertClassifier")
     Traceback (most recent call last):
     ...
     ValueError: BertClassifier got labels that are none of its class_names: ['good']. Its
     class_names are ['neg', 'pos'] (label ids 0 to 1, in that order).
     """
-    if not holds_text(labels):
-        return labels
-    tensor = to_tensors(list(labels) if isinstance(labels, tuple) else labels, "y", owner)
-    flat = tensor.flat_values if isinstance(tensor, tf.RaggedTensor) else tensor
-    values = flat.numpy().astype(object)
+    flat = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
+    values = flat.numpy()
     found, positions = np.unique(values.ravel(), return_inverse=True)
-    found = [value.decode("utf-8") if isinstance(value, bytes) else str(value) for value in found]
+    found = [value.decode("utf-8") for value in found]
     _check_known(found, names, argument, owner)
     index = {name: i for i, name in enumerate(names)}
-    ids = np.array([index[name] for name in found], "int64")[positions].reshape(values.shape)
-    return tensor.with_flat_values(ids) if isinstance(tensor, tf.RaggedTensor) else ids
+    ids = tf.constant(np.array([index[name] for name in found], "int64")[positions].reshape(values.shape))
+    return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
+
+
+def label_range(labels):
+    """`(lowest, highest)` of integer labels (a tensor, ragged too), None when
+    there are none; a `ValueError` for labels that are not integers (class
+    names, fractions).
+
+    Example:
+
+    >>> label_range(tf.ragged.constant([[0, 2], [1]]))
+    (0, 2)
+    """
+    values = np.asarray(labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels)
+    if values.size == 0:
+        return None
+    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+        raise ValueError(
+            "Labels must be integer class ids; got values such as "
+            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+        )
+    return int(values.min()), int(values.max())
 
 
 def names_to_ids_in_graph(labels, names, argument, owner):

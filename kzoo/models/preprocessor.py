@@ -2,22 +2,16 @@
 
 A preprocessor holds a tokenizer and a few numbers (lengths, strides). It runs
 TensorFlow ops on the CPU for every Keras backend, outside the compiled model:
-inside `tf.data.Dataset.map`, or eagerly on texts in memory
-(`preprocess_in_memory`). Its outputs feed the model on whatever backend Keras runs.
+inside `tf.data.Dataset.map`, or on texts in memory (`kzoo.models.batching.packed`,
+a task's one way in). Its outputs feed the model on whatever backend Keras runs.
 """
 
 import keras
-import numpy as np
 import tensorflow as tf
-import tqdm
 
 from kzoo import presets
-from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.data.padding_ladder import PADDING_MODES, cut_to, ladder_length, text_lengths
 from kzoo.models import serialization
-from kzoo.models.input_checks import num_rows, rows
-
-PREPROCESSING_CHUNK = 4096  # texts per eager call: vectorised, with a progress bar beyond one
 
 
 class Preprocessor(keras.layers.Layer):
@@ -169,58 +163,3 @@ class Preprocessor(keras.layers.Layer):
                 f"position table has {backbone.max_sequence_length} rows. Pass "
                 f"sequence_length <= {backbone.max_sequence_length} to the preprocessor."
             )
-
-    # === Running ===
-
-    def preprocess_in_memory(self, x, y=None, sample_weight=None):
-        """`self(x, y, sample_weight)` on examples in memory, as NumPy, each
-        packed to `sequence_length` (a task cuts the padding batch by batch).
-
-        Runs eagerly, one vectorised call per chunk of 4096 examples (a
-        progress bar beyond one chunk): much faster than tracing a `tf.data`
-        map for every `fit` or `predict`.
-
-        Args:
-            x: tensor or tuple of tensors. The examples (a tuple for e.g.
-                sentence pairs), from `to_tensors`.
-            y: tensor or None. Labels, as `x`. Defaults to `None`.
-            sample_weight: tensor or None. Weights, as `x`. Defaults to `None`.
-
-        Returns:
-            `(inputs, labels, sample_weight)`, NumPy arrays (None where absent).
-
-        Example:
-
-        >>> from kzoo import BertPreprocessor, BertTokenizer
-        >>> from kzoo.models.input_checks import to_tensors
-        >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
-        >>> x, y, _ = BertPreprocessor(tokenizer, 4).preprocess_in_memory(
-        ...     to_tensors(["hi", "hi hi"]), to_tensors([0, 1]))
-        >>> x["token_ids"].tolist(), y.tolist()
-        ([[2, 5, 3, 0], [2, 5, 5, 3]], [0, 1])
-        """
-        starts = range(0, num_rows(x), PREPROCESSING_CHUNK)
-        traced = self.traceable and y is None and sample_weight is None
-        chunks = []
-        for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
-            part = [rows(value, start, start + PREPROCESSING_CHUNK) for value in (x, y, sample_weight)]
-            packed = self._traced_call(part[0])(part[0]) if traced else self.call(*part)
-            packed = keras.utils.unpack_x_y_sample_weight(packed)
-            chunks.append(keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), packed))
-        if len(chunks) == 1:
-            return chunks[0]
-        return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
-
-    def _traced_call(self, x):
-        """`call` on `x` alone as a `tf.function` traced once for the structure
-        of `x`, its axes left unknown (a batch of another size or length does
-        not trace it again), and again if the config changed."""
-        spec = tf.nest.map_structure(lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), x)
-        config = tuple((k, v) for k, v in serialization.constructor_config(self, skip=("tokenizer",)).items())
-        key = (config, id(self.tokenizer), repr(spec))
-        cached = self.__dict__.get("_traced")  # not a tracked attribute
-        if cached is None or cached[0] != key:
-            traced = tf.function(lambda inputs: self.call(inputs), input_signature=[spec])
-            cached = (key, tensorflow_backend.without_retracing_warning(traced))  # tf.data code on every backend
-            self.__dict__["_traced"] = cached
-        return cached[1]

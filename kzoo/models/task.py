@@ -16,11 +16,10 @@ import keras
 import tensorflow as tf
 
 from kzoo import presets
-from kzoo.models import batch_checks, label_names, serialization
+from kzoo.models import batch_checks, batching, label_names as label_ids, serialization
 from kzoo.models.base_model import BaseModel
-from kzoo.models.fit_data import IN_MEMORY
-from kzoo.models.batching import LengthBatches
-from kzoo.models.input_checks import check_examples, label_range, to_tensors
+from kzoo.models.batching import IN_MEMORY, LengthBatches
+from kzoo.models.input_checks import check_examples, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
 
@@ -200,46 +199,54 @@ class Task(BaseModel):
         return {**inputs, **completed}
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
-        """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`:
-        examples checked → packed → ids and lengths checked once → batched by
-        length (`order`); a `tf.data.Dataset` mapped batch by batch, its
-        refused batches' errors kept in the call's list `refused`."""
+        """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`,
+        the one way in: examples checked, labels converted once (`_label_ids`),
+        text packed once (`kzoo.models.batching.packed`), ids and lengths
+        checked once, then batched by length (`order`); a `tf.data.Dataset`
+        mapped batch by batch, its refused batches' errors kept in the call's
+        list `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
-        arguments = {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}
         if isinstance(x, tf.data.Dataset):
-            return {**arguments, "x": self._map_dataset(x, [] if refused is None else refused)}, None
-        if isinstance(x, dict):
-            self._check_labels(y, packed=True)
-            x = self._check_packed(x)
-        elif isinstance(x, IN_MEMORY):
-            preprocessor = self._require_preprocessor()
-            owner = type(self).__name__
-            x, y, sample_weight = (
-                to_tensors(value, name, owner) for value, name in ((x, "x"), (y, "y"), (sample_weight, "sample_weight"))
-            )
-            self._check_labels(y, packed=False)
-            x, y, sample_weight = preprocessor.preprocess_in_memory(x, y, sample_weight)
-            # Packed by a tokenizer that may not be the backbone's (one replaced since).
-            x = batch_checks.checked(x, self.backbone.input_limits())
-        else:  # a generator, a PyDataset, None: Keras' own
-            return arguments, None
-        data = LengthBatches(  # without a preprocessor, packed inputs keep their length
+            x = batch_checks.checked_dataset(self._packed_dataset(x, refused), self.backbone.input_limits(), refused)
+            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
+        if not isinstance(x, (dict, *IN_MEMORY)):  # a generator, a PyDataset: Keras' own
+            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
+        x = x if isinstance(x, dict) else to_tensors(x, "x", type(self).__name__)
+        y = self._label_ids(y, packed=isinstance(x, dict))
+        sample_weight = to_tensors(sample_weight, "sample_weight", type(self).__name__)
+        x, y, sample_weight = self._packed(x, y, sample_weight)
+        data = self._length_batches(  # without a preprocessor, packed inputs keep their length
             x, y, sample_weight, batch_size or 32, order, getattr(self.preprocessor, "padding", "max_length"),
             labels_per_token=getattr(self.preprocessor, "labels_per_token", False), seed=seed,
             compiled=bool(self.jit_compile),  # few lengths for XLA; any multiple of 8 for torch
         )
         return data.for_keras(), data
 
-    def _map_dataset(self, dataset, refused):
-        """A `tf.data.Dataset` of raw text packed by the preprocessor (labels
-        asserted in the pipeline); one of packed inputs with its labels
-        asserted; either with its ids and lengths asserted batch by batch."""
+    _length_batches = LengthBatches  # the batches' class (the embedder's differ for tuples of texts)
+
+    def _packed(self, x, y, sample_weight):
+        """Examples in memory as packed NumPy inputs, their ids and lengths
+        checked: raw text (tensors) packed by the preprocessor (which may not
+        be the backbone's: one replaced since), packed inputs completed."""
         limits = self.backbone.input_limits()
-        return batch_checks.checked_dataset(self._packed_dataset(dataset, refused), limits, refused)
+        if not isinstance(x, dict):
+            x, y, sample_weight = batching.packed(self._require_preprocessor(), x, y, sample_weight)
+            return batch_checks.checked(x, limits), y, sample_weight
+        x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}  # NumPy on every backend
+        unknown = set(x) - set(self.input)
+        if unknown or "token_ids" not in x:
+            found = f"unknown key(s) {sorted(unknown)}" if unknown else f"keys {sorted(x)}"
+            raise ValueError(
+                f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
+                f"(`token_ids` required); got {found}."
+            )
+        return self.complete_inputs(batch_checks.checked(x, limits)), y, sample_weight
 
     def _packed_dataset(self, dataset, refused):
         spec = dataset.element_spec
         features = spec[0] if isinstance(spec, tuple) else spec
+        if isinstance(spec, tuple) and len(spec) > 1 and hasattr(spec[1], "shape"):
+            self.check_label_shape(spec[1].shape)  # before any batch is read
         if isinstance(features, dict):
             if self.label_bounds(packed=True) is None or not isinstance(spec, tuple) or len(spec) < 2:
                 return dataset
@@ -258,24 +265,32 @@ class Task(BaseModel):
 
         return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
-    def _check_packed(self, x):
-        """Packed inputs in memory, checked (`kzoo.models.batch_checks`: ids
-        inside their tables, lengths inside the position table) and completed."""
-        # TensorFlow tensors (a preprocessor's output) as NumPy, for every backend.
-        x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}
-        unknown = set(x) - set(self.input)
-        if unknown or "token_ids" not in x:
-            found = f"unknown key(s) {sorted(unknown)}" if unknown else f"keys {sorted(x)}"
-            raise ValueError(
-                f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
-                f"(`token_ids` required); got {found}."
-            )
-        return self.complete_inputs(batch_checks.checked(x, self.backbone.input_limits()))
+    # === Labels ===
+
+    label_names_argument = None  # the argument naming the labels ("class_names", "tags"), if any
+
+    def check_label_shape(self, shape):
+        """A `ValueError` for labels of a shape the task does not take (default: any)."""
+
+    def _label_ids(self, labels, packed):
+        """Labels in memory converted once: to TensorFlow tensors, names to
+        ids (`label_names_argument`), their shape and range checked (`label_bounds`)."""
+        if labels is None or isinstance(labels, dict):  # a dict: a label per output, as they are
+            return labels
+        owner = type(self).__name__
+        labels = to_tensors(labels, "y", owner)
+        first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
+        self.check_label_shape(first.shape)
+        if first.dtype == tf.string and self.label_names_argument:
+            names = getattr(self, self.label_names_argument)
+            first = label_ids.names_to_ids(first, names, self.label_names_argument, owner)
+        self._check_labels(first, packed)
+        return (first, *labels[1:]) if isinstance(labels, tuple) else first
 
     def _check_labels(self, labels, packed):
-        """A `ValueError` for integer labels outside `label_bounds`."""
+        """A `ValueError` for labels that are not integers inside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        found = None if bounds is None else label_range(labels)
+        found = None if bounds is None else label_ids.label_range(labels)
         if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
             raise ValueError(
                 f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
@@ -284,7 +299,11 @@ class Task(BaseModel):
             )
 
     def _assert_labels(self, labels, packed, refused):
-        """`labels` checked against `label_bounds` inside `tf.data`, on the host (same message)."""
+        """`labels` of a `tf.data` batch, names as ids, checked against
+        `label_bounds` on the host (the messages of labels in memory)."""
+        if self.label_names_argument:
+            names, argument = getattr(self, self.label_names_argument), self.label_names_argument
+            labels = label_ids.names_to_ids_in_graph(labels, names, argument, type(self).__name__)
         if labels is None or self.label_bounds(packed) is None:
             return labels
         first = labels[0] if isinstance(labels, tuple) else labels
@@ -370,7 +389,7 @@ class Task(BaseModel):
         (3, 2)
         """
         parameters = inspect.signature(cls.__init__).parameters
-        head = serialization.constructor_parameters(cls, skip=PARTS + label_names.ARGUMENTS)  # shape the head
+        head = serialization.constructor_parameters(cls, skip=PARTS + label_ids.ARGUMENTS)  # shape the head
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
         if changed:
@@ -387,7 +406,7 @@ class Task(BaseModel):
             task = presets.load(cls, preset, load_weights, **kwargs)
         except TypeError:  # the new head's size was neither given nor found in the checkpoint
             missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
-            if cls.head_size in head and not {cls.head_size, *label_names.ARGUMENTS} & set(kwargs):
+            if cls.head_size in head and not {cls.head_size, *label_ids.ARGUMENTS} & set(kwargs):
                 missing.append(cls.head_size)
             if saved is not None or not missing:
                 raise

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit
+from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone
@@ -273,6 +273,20 @@ class BertBackbone(Backbone):
         """
         if not isinstance(inputs, dict):
             inputs = {"token_ids": inputs}
+        if not upstream_checked():  # else checked where they came in (kzoo's own steps)
+            inputs = self._checked_inputs(inputs)
+        token_ids = inputs["token_ids"]
+        # NumPy defaults for anything not the backend's (e.g. TensorFlow
+        # tensors from a preprocessor, on JAX or torch).
+        native = ops.is_tensor(token_ids) or keras.backend.is_keras_tensor(token_ids)
+        like = ops if native else np
+        defaults = {"segment_ids": like.zeros_like, "padding_mask": like.ones_like}
+        return {
+            "token_ids": token_ids,
+            **{name: inputs[name] if name in inputs else fill(token_ids) for name, fill in defaults.items()},
+        }
+
+    def _checked_inputs(self, inputs):
         unknown = set(inputs) - set(INPUT_NAMES)
         if unknown or "token_ids" not in inputs:
             raise ValueError(
@@ -284,16 +298,7 @@ class BertBackbone(Backbone):
         inputs = arrays_from_lists(inputs, "BertBackbone")  # None means absent: the default is filled in
         tables = {"token_ids": self.vocabulary_size, "segment_ids": self.num_segments}
         check_id_inputs(inputs, tables, "BertBackbone", TEXT_HINT)
-        token_ids = inputs["token_ids"]
-        # NumPy defaults for anything not the backend's (e.g. TensorFlow
-        # tensors from a preprocessor, on JAX or torch).
-        native = ops.is_tensor(token_ids) or keras.backend.is_keras_tensor(token_ids)
-        like = ops if native else np
-        defaults = {"segment_ids": like.zeros_like, "padding_mask": like.ones_like}
-        return {
-            "token_ids": token_ids,
-            **{name: inputs[name] if name in inputs else fill(token_ids) for name, fill in defaults.items()},
-        }
+        return inputs
 
     def embed(self, inputs, training=None):
         """The input representation (sec. 3, Figure 2): token + position +

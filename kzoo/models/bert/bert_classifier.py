@@ -87,6 +87,7 @@ class BertClassifier(Task):
     """
 
     preprocessor_class = BertPreprocessor
+    label_names_argument = "class_names"
     default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, class_names=None, **kwargs):
@@ -146,25 +147,7 @@ class BertClassifier(Task):
         logits = self.predict(x, batch_size=batch_size, verbose=verbose)
         return label_names.ids_to_names(np.argmax(logits, axis=-1), self.class_names)
 
-    # === Labels as class names ===
-
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
-        y = label_names.names_to_ids(y, self.class_names, "class_names", type(self).__name__)
-        if y is not None and not hasattr(y, "element_spec"):  # labels in memory, not a dataset
-            self._check_label_shape(np.shape(y) if isinstance(y, (list, tuple)) else getattr(y, "shape", ()))
-        return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
-
-    def _map_dataset(self, dataset, refused):
-        spec = dataset.element_spec
-        if isinstance(spec, tuple) and len(spec) > 1 and hasattr(spec[1], "shape"):
-            self._check_label_shape(spec[1].shape)  # before any batch is read
-        return super()._map_dataset(dataset, refused)
-
-    def _assert_labels(self, labels, packed, refused):
-        labels = label_names.names_to_ids_in_graph(labels, self.class_names, "class_names", type(self).__name__)
-        return super()._assert_labels(labels, packed, refused)
-
-    def _check_label_shape(self, shape):
+    def check_label_shape(self, shape):
         """Labels are one class id (or score) per example, `(batch,)` or
         `(batch, 1)`, on every backend: one-hot rows are refused, not guessed."""
         shape = tuple(shape)

@@ -6,14 +6,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo import backend
-from kzoo.models import batch_checks
 from kzoo.models.batching import LengthBatches
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
-from kzoo.models.input_checks import to_tensors
 from kzoo.models.task import Task
 
 POOLING = ("mean", "cls", "max", "mean_sqrt_len_tokens")  # sentence-transformers' names
@@ -263,30 +260,29 @@ class BertTextEmbedder(Task):
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         owner = type(self).__name__
-        if not isinstance(x, tuple) and y is not None:
+        if y is not None and not isinstance(x, tuple):
             raise ValueError(
                 f"{owner} takes no labels: it trains on (anchors, positives[, negatives]), a tuple of "
                 "lists of texts, each anchor's positive being its target. Pass fit((anchors, positives))."
             )
-        if not isinstance(x, tuple):
-            return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
-        if y is not None or len(x) not in (2, 3):
+        if isinstance(x, tuple) and (y is not None or len(x) not in (2, 3)):
             raise ValueError(
                 f"{owner} trains on (anchors, positives) or (anchors, positives, negatives): a tuple of "
                 "2 or 3 lists of texts, row i of each belonging together, and no labels (each "
                 f"anchor's positive is its target). Got a tuple of {len(x)} and y={type(y).__name__}."
             )
-        preprocessor = self._require_preprocessor()
-        columns = [to_tensors(column, f"x[{i}]", owner) for i, column in enumerate(x)]
-        if len({int(column.shape[0]) for column in columns}) > 1:
-            raise ValueError(f"{owner} got columns of different lengths: {[int(c.shape[0]) for c in columns]}.")
-        packed = [preprocessor.preprocess_in_memory(column)[0] for column in columns]
-        stacked = {key: np.stack([p[key] for p in packed], axis=1) for key in packed[0]}  # (N, k, L)
-        stacked = batch_checks.checked(stacked, self.backbone.input_limits())
-        sample_weight = None if sample_weight is None else to_tensors(sample_weight, "sample_weight", owner).numpy()
-        data = _TextTuples(stacked, None, sample_weight, batch_size or 32, order, seed=seed,
-                           compiled=bool(self.jit_compile))
-        return data.for_keras(), data
+        return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
+
+    def _packed(self, x, y, sample_weight):
+        # The task's one way in, each text of a tuple packed alone: (examples, k, length).
+        if not isinstance(x, tuple):
+            return super()._packed(x, y, sample_weight)
+        packed = [super(BertTextEmbedder, self)._packed(column, None, None)[0] for column in x]
+        return {key: np.stack([p[key] for p in packed], axis=1) for key in packed[0]}, y, sample_weight
+
+    def _length_batches(self, x, *arguments, **options):
+        tuples = x["token_ids"].ndim == 3
+        return (_TextTuples if tuples else LengthBatches)(x, *arguments, **options)
 
 
 class _TextTuples(LengthBatches):
@@ -301,7 +297,3 @@ class _TextTuples(LengthBatches):
         labels = np.zeros(len(rows), dtype="int32")
         weights = self.arrays[2]
         return (x, labels) if weights is None else (x, labels, weights[rows])
-
-    def for_keras(self):
-        # Always as batches: Keras' array path would refuse 2B inputs next to B labels.
-        return {"x": backend.variable_length_batches(self), "y": None, "sample_weight": None, "batch_size": None}

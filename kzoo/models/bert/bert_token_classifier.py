@@ -133,6 +133,7 @@ class BertTokenClassifier(Task):
     """
 
     preprocessor_class = BertTokenClassifierPreprocessor
+    label_names_argument = "tags"
     default_optimizer = default_finetuning_optimizer
 
     def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, tags=None, **kwargs):
@@ -176,15 +177,6 @@ class BertTokenClassifier(Task):
         accumulation `fit` normalises over a whole group's (`kzoo.models.accumulation`)."""
         return {"tokens": ops.sum(ops.cast(ops.not_equal(y, IGNORED_LABEL), "float32"), axis=-1)}
 
-    # === Word labels as tags ===
-
-    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
-        y = label_names.names_to_ids(y, self.tags, "tags", type(self).__name__)
-        return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
-
-    def _assert_labels(self, labels, packed, refused):
-        labels = label_names.names_to_ids_in_graph(labels, self.tags, "tags", type(self).__name__)
-        return super()._assert_labels(labels, packed, refused)
 
     # === Word-level predictions ===
 
