@@ -217,7 +217,8 @@ class WordPieceTokenizer:
         return self._wordpiece.tokenize_with_offsets(words.flat_values)
 
     def _prepare(self, inputs):
-        strings = to_string_tensor(inputs, type(self).__name__)
+        string_tensor = isinstance(inputs, tf.Tensor) and inputs.dtype == tf.string  # a task's texts
+        strings = inputs if string_tensor else to_string_tensor(inputs, type(self).__name__)
         if isinstance(strings, tf.RaggedTensor):
             raise ValueError(f"{type(self).__name__} expects a scalar or 1-D batch of strings.")
         rank = strings.shape.rank

@@ -172,7 +172,7 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
         clips each replica's share before summing the shares, so under a
         `tf.distribute` strategy the shares are summed first (one extra
         all-reduce), clipped, and handed back as equal shares."""
-        if not self.global_clipnorm:
+        if not self.global_clipnorm or keras.backend.backend() != "tensorflow":  # no tf.distribute
             return super()._clip_gradients(grads)
         total, replicas = sum_over_replicas(grads)
         clipped = super()._clip_gradients(total)
