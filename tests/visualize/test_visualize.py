@@ -21,7 +21,7 @@ from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone
 def bert():
     keras.utils.set_random_seed(0)
     preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=16)
-    return tiny_backbone(), preprocessor
+    return tiny_backbone(num_layers=2), preprocessor  # heat maps per layer
 
 
 def test_bert_heatmaps_hold_the_models_weights_without_padding(bert, tmp_path):
