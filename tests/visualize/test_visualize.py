@@ -87,6 +87,7 @@ def test_translation_figure_matches_cross_attention(tmp_path):
     assert imread(tmp_path / "t.png").shape[2] == 4
 
 
+@pytest.mark.once  # a callback's figures from the history: the same on every backend, whose fit is tested elsewhere
 def test_training_curves_during_fit_and_history(tmp_path):
     keras.utils.set_random_seed(0)
     model = kzoo.BertClassifier(tiny_backbone(), num_classes=2)
