@@ -24,6 +24,7 @@ def tiny_classifier():
     return model
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_validation_split_is_the_last_examples_and_takes_class_names():
     model = tiny_classifier()
     texts, ids = topic_sentences(32, seed=0)
@@ -65,6 +66,7 @@ def test_validation_of_a_dataset_or_without_labels_is_refused():
 
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_token_classifier_validation_split_takes_tag_names():
     """The same path for labels per word: the last sentences held out, their tags given as names."""
     keras.utils.set_random_seed(0)

@@ -28,7 +28,7 @@ def trained(tmp_path_factory):
 
     test_bert_classifier.py's preset, seeds and recipe, which learn the task on
     every backend (hidden 32 stalls with two topics merged for some seeds)."""
-    preset = pretrained_preset(tmp_path_factory.mktemp("quantization"), hidden_dim=64)
+    preset = pretrained_preset(tmp_path_factory.mktemp("quantization"), hidden_dim=64, num_layers=2)
     keras.utils.set_random_seed(2)
     model = kzoo.BertClassifier.from_preset(preset, class_names=["music", "sport", "food"])
     x, y = topic_sentences(320, seed=0)

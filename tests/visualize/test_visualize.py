@@ -21,7 +21,7 @@ from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone
 def bert():
     keras.utils.set_random_seed(0)
     preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), sequence_length=16)
-    return tiny_backbone(), preprocessor
+    return tiny_backbone(num_layers=2), preprocessor  # heat maps per layer
 
 
 def test_bert_heatmaps_hold_the_models_weights_without_padding(bert, tmp_path):
@@ -87,6 +87,7 @@ def test_translation_figure_matches_cross_attention(tmp_path):
     assert imread(tmp_path / "t.png").shape[2] == 4
 
 
+@pytest.mark.once  # a callback's figures from the history: the same on every backend, whose fit is tested elsewhere
 def test_training_curves_during_fit_and_history(tmp_path):
     keras.utils.set_random_seed(0)
     model = kzoo.BertClassifier(tiny_backbone(), num_classes=2)

@@ -20,7 +20,7 @@ TOPICS = {
 VOCABULARY = SPECIAL + FILLERS + [w for words in TOPICS.values() for w in words] + ["good", "bad", "##s"]
 
 
-def tiny_backbone(vocabulary_size=len(VOCABULARY), num_layers=2, hidden_dim=32, max_sequence_length=32):
+def tiny_backbone(vocabulary_size=len(VOCABULARY), num_layers=1, hidden_dim=32, max_sequence_length=32):
     return kzoo.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=num_layers,

@@ -45,6 +45,7 @@ def test_from_pretrained_preset_learns_topics_and_round_trips(tmp_path):
     assert restored.evaluate(x_test, y_test, verbose=0, return_dict=True)["accuracy"] == results["accuracy"]
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_regression_with_one_class():
     """num_classes=1 (STS-B style): mean squared error; held-out Pearson r >= 0.9."""
     keras.utils.set_random_seed(0)
@@ -58,6 +59,7 @@ def test_regression_with_one_class():
     assert np.corrcoef(predictions, y_test)[0, 1] >= 0.9
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_sentence_pairs_are_packed_with_segments():
     model = small_classifier(sequence_length=12)
     pairs = (["the song", "a goal"], ["was good", "the team"])
@@ -262,6 +264,7 @@ def test_bad_class_names(arguments, error, message):
         kzoo.BertClassifier(tiny_backbone(), **arguments)
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_labels_as_names_train_exactly_as_ids():
     """One step on names gives the same weights as one step on their ids (no dropout, same start)."""
     x, y = topic_sentences(16, seed=0)
@@ -300,6 +303,7 @@ def test_unknown_class_name_fails_before_training_and_lists_the_names():
         small_classifier(num_classes=2).fit(["a song", "a goal"], ["a", "b"], verbose=0)
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_predict_labels_gives_names_or_ids():
     model = named_classifier()
     x, _ = topic_sentences(8, seed=3)

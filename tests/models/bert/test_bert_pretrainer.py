@@ -413,6 +413,7 @@ def numpy_metrics(outputs, labels, batch_size):
     }
 
 
+@pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_fit_on_tf_data_learns_the_toy_task():
     features, labels = toy_dataset()
     batch_size, epochs = 16, 10  # 60 steps; NSP is learned after 25-35 of them

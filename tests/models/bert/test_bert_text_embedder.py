@@ -107,6 +107,7 @@ def test_contrastive_fine_tuning_brings_pairs_together():
     assert np.mean(indices[:, 0] == np.arange(64)) >= 0.5
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_validation_pairs_as_written():
     keras.utils.set_random_seed(0)
     embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY))

@@ -135,6 +135,7 @@ def test_learns_entities_of_held_out_sentences(fine_tuned):
     np.testing.assert_allclose(list(again.values()), list(results.values()), rtol=1e-5)
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_words_in_every_form_give_the_same_results(fine_tuned):
     words = [["mr", "jomo", "in"], ["pavi", "rolen", "went"]]  # equally long: a dense tensor
     labels = [[0, 1, 0], [3, 4, 0]]
