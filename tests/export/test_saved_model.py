@@ -205,6 +205,7 @@ def test_transformer_serves_translations_by_beam_search(exported):
     assert sum(bool(text) for text in expected) >= 2
 
 
+@pytest.mark.once  # a second serving process; the served numbers are checked on every backend above
 def test_documented_serving_imports_tensorflow_text_and_not_kzoo(exported):
     model, path, inputs = exported[0]["classifier"]
     served = serve_without_kzoo([{"path": path, "inputs": inputs}], mode="tensorflow_text")[0]
