@@ -73,7 +73,7 @@ def parse_args():
     parser.add_argument("--max-held-out", type=int, default=None, help="use at most this many held-out pairs")
     parser.add_argument("--seed", type=int, default=0)
     return parse_arguments(parser, {
-        "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 32,
+        "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
         "max_train": 48, "max_held_out": 16,
     })
 
