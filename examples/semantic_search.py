@@ -32,7 +32,8 @@ The defaults (1 epoch, batch 32, sequence length 256, the model's own
 maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
 7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
 embeddings and semantic search"). `--smoke` runs every step above on 48 training and 16
-held-out pairs at sequence length 32, in about a minute, and saves under the
+held-out pairs at sequence length 16 (one rung of the padding ladder, so one
+compiled shape per step function), in about half a minute, and saves under the
 system temp dir (see example_runs.py).
 """
 
