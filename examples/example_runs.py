@@ -33,6 +33,6 @@ def parse_arguments(parser, smoke_defaults, argv=None):
 
 def smoke_directory(*names):
     """`<system temp dir>/kzoo-smoke/<backend>/<names...>`: where smoke runs write
-    (`bert_finetuning.py --smoke --preset <this>/bert_python_docs` fine-tunes
-    what `bert_pretraining.py --smoke` saved on the same backend)."""
+    (`bert_finetuning.py --smoke` fine-tunes what `bert_pretraining.py --smoke`
+    saved on the same backend, `serve.py --smoke` serves what it saved)."""
     return os.path.join(tempfile.gettempdir(), "kzoo-smoke", keras.backend.backend(), *names)
