@@ -31,7 +31,7 @@
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
 maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
 7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
-embeddings and semantic search"). `--smoke` runs every step above on 48 training and 16
+embeddings and semantic search"). `--smoke` runs every step above on 24 training and 16
 held-out pairs at sequence length 16 (one rung of the padding ladder, so one
 compiled shape per step function), in about half a minute, and saves under the
 system temp dir (see example_runs.py).
@@ -75,7 +75,7 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     return parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
-        "max_train": 48, "max_held_out": 16,
+        "max_train": 24, "max_held_out": 16,
     })
 
 
