@@ -62,11 +62,12 @@ of 16, 32, 64, 128 that holds its longest (XLA compiles one training
 step per length used).
 
 `--smoke` runs every step above (both models, validation and the best
-epoch, saving, reloading, predictions) on 9 training sentences per area
-(56 of them train: 7 full batches of 8, one compiled step shape) for two
-epochs, and saves under the system temp dir (see example_runs.py): about
-3 minutes on TensorFlow and 2.5 on JAX (mostly XLA compiling two models'
-steps), 1.2 on torch (2 AMD EPYC cores, 2026-11-27).
+epoch, saving, reloading, predictions) on the small BERT that
+`bert_pretraining.py --smoke` saved (run that first), 9 training sentences
+per area (56 of them train: 8 full batches of 7, as are the 7 validation,
+the 56 test and the 7 unseen sentences: one compiled shape per step
+function) for two epochs, and saves under the system temp dir (see
+example_runs.py), where `serve.py --smoke` finds it.
 
 With `--distributed`, fine-tunes on every device and host with
 `kzoo.distribution.setup()`: the sentences are packed in tf.data and batched
@@ -138,8 +139,11 @@ def parse_args():
     parser.add_argument("--distributed", action="store_true",
                         help="fine-tune on every device/host with kzoo.distribution.setup()")
     return parse_arguments(parser, {
-        "output": smoke_directory("bert_python_docs_areas"), "epochs": 2, "batch_size": 8,
-        "sequence_length": 16, "train_per_area": 9, "test_per_area": 8,
+        # The small BERT that `bert_pretraining.py --smoke` saved: compiling its steps takes a fraction
+        # of all_minilm_l6_v2's (6 layers of 384). Batches of 7: the 56 training, 7 validation and 56
+        # test sentences and the 7 unseen ones all make full batches, one shape per compiled function.
+        "preset": smoke_directory("bert_python_docs"), "output": smoke_directory("bert_python_docs_areas"),
+        "epochs": 2, "batch_size": 7, "sequence_length": 16, "train_per_area": 9, "test_per_area": 8,
     })
 
 

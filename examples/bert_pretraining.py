@@ -26,7 +26,7 @@ bert_finetuning.py, fine-tunes a released pre-trained BERT by default).
 `--smoke` runs every step above (both phases, evaluation, saving, reloading)
 on 40 documents with a tiny model for 20 steps, in about a minute, and saves
 under the system temp dir (see example_runs.py), where
-`bert_finetuning.py --smoke --preset <that directory>` finds it.
+`bert_finetuning.py --smoke` finds it.
 
 With `--distributed`, trains on every device and host with
 `kzoo.distribution.setup()` (keras.distribution on JAX, tf.distribute on

@@ -28,11 +28,14 @@ def parse_arguments(parser, smoke_defaults, argv=None):
     args = parser.parse_args(argv)
     if args.smoke:
         print(f"smoke run ({keras.backend.backend()}): tiny sizes and steps, every code path", flush=True)
+        # A few steps of tiny models: XLA (JAX, TensorFlow) spends a smoke run compiling, not running the
+        # steps, so it compiles them without LLVM's optimisations (read at the first compile, not at import).
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
     return args
 
 
 def smoke_directory(*names):
     """`<system temp dir>/kzoo-smoke/<backend>/<names...>`: where smoke runs write
-    (`bert_finetuning.py --smoke --preset <this>/bert_python_docs` fine-tunes
-    what `bert_pretraining.py --smoke` saved on the same backend)."""
+    (`bert_finetuning.py --smoke` fine-tunes what `bert_pretraining.py --smoke`
+    saved on the same backend, `serve.py --smoke` serves what it saved)."""
     return os.path.join(tempfile.gettempdir(), "kzoo-smoke", keras.backend.backend(), *names)

@@ -31,8 +31,9 @@
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
 maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
 7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
-embeddings and semantic search"). `--smoke` runs every step above on 48 training and 16
-held-out pairs at sequence length 32, in about a minute, and saves under the
+embeddings and semantic search"). `--smoke` runs every step above on 24 training and 16
+held-out pairs at sequence length 16 (one rung of the padding ladder, so one
+compiled shape per step function), in about half a minute, and saves under the
 system temp dir (see example_runs.py).
 """
 
@@ -73,8 +74,8 @@ def parse_args():
     parser.add_argument("--max-held-out", type=int, default=None, help="use at most this many held-out pairs")
     parser.add_argument("--seed", type=int, default=0)
     return parse_arguments(parser, {
-        "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 32,
-        "max_train": 48, "max_held_out": 16,
+        "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
+        "max_train": 24, "max_held_out": 16,
     })
 
 

@@ -31,9 +31,10 @@ Run (KERAS_BACKEND picks TensorFlow, JAX or PyTorch):
     KERAS_BACKEND=jax python examples/transformer_translation.py
 
 `--smoke` runs every step (training with validation, evaluation, beam search,
-BLEU, saving, reloading) on 2,000 short message pairs with a tiny model for 8
-steps, in about a minute, and saves under the system temp dir (see
-example_runs.py).
+BLEU, saving, reloading) on 2,000 short message pairs, cut to 8 tokens (one
+length bucket: every batch has the same shape, compiled once), with a tiny
+model for 8 steps, in about half a minute, and saves under the system temp dir
+(see example_runs.py).
 """
 
 import os
@@ -59,8 +60,7 @@ from offline_corpora import message_catalog_pairs, split_by_source_hash
 from kzoo import Transformer, TransformerPreprocessor, TransformerTokenizer, corpus_bleu, transformer_optimizer
 from kzoo.data import batch_by_length
 
-MAX_LENGTH = 64  # tokens per source or target (longer ones are truncated)
-BOUNDARIES = [8, 16, 24, 32, 48, MAX_LENGTH]  # length buckets
+BOUNDARIES = [8, 16, 24, 32, 48, 64]  # length buckets (those below --max-length, then --max-length)
 
 
 def parse_args():
@@ -77,10 +77,15 @@ def parse_args():
     parser.add_argument("--pairs", type=int, default=0,
                         help="use the first N training and N / 20 held-out pairs only (0: all)")
     parser.add_argument("--max-words", type=int, default=30, help="longest message kept, in words")
+    parser.add_argument("--max-length", type=int, default=64,
+                        help="tokens per source or target (longer ones are truncated)")
     parser.add_argument("--output", default="transformer_translation", help="directory for the saved model")
     return parse_arguments(parser, {
-        "max_words": 4,  # short messages: few length buckets, so few compiled shapes
-        "steps": 8, "warmup_steps": 4, "tokens_per_batch": 512, "vocabulary_size": 500, "bleu_sentences": 8,
+        # One length bucket (8 tokens, longer pairs truncated) and batches of 400 // 8 = 50 pairs, which
+        # divide the 100 held-out ones: every batch is 50 x 8, one compiled shape for training and one
+        # for evaluation (each new shape compiles again on JAX and TensorFlow).
+        "max_words": 4, "max_length": 8, "tokens_per_batch": 400,
+        "steps": 8, "warmup_steps": 4, "vocabulary_size": 500, "bleu_sentences": 8,
         "translation_batch": 8, "hidden_dim": 32, "pairs": 2000, "output": smoke_directory("transformer_translation"),
     })
 
@@ -89,16 +94,18 @@ def length_batches(preprocessor, sources, targets, tokens_per_batch, shuffle):
     """Batches of `({encoder_token_ids, decoder_token_ids}, labels)` by length
     (sec. 5.1), every tensor padded to its bucket's boundary."""
     x, y = preprocessor(sources, targets)  # eagerly, all at once: ragged (pairs, None)
+    longest = preprocessor.source_length  # = target_length: the last boundary
+    boundaries = [b for b in BOUNDARIES if b < longest] + [longest]
     # from_tensor_slices gives ragged specs of rank 0; a map makes them the plain
     # 1-D tensors that batch_by_length takes.
     pairs = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda x, y: (x, y)).cache()
     if shuffle:
         pairs = pairs.shuffle(len(sources), seed=0, reshuffle_each_iteration=True)
-    batches = batch_by_length(pairs, tokens_per_batch, boundaries=BOUNDARIES, drop_remainder=shuffle)
+    batches = batch_by_length(pairs, tokens_per_batch, boundaries=boundaries, drop_remainder=shuffle)
 
     def pad_to_boundary(x, y):
         length = tf.reduce_max([tf.shape(t)[1] for t in tf.nest.flatten((x, y))])
-        boundary = tf.gather(BOUNDARIES, tf.searchsorted(BOUNDARIES, [length])[0])
+        boundary = tf.gather(boundaries, tf.searchsorted(boundaries, [length])[0])
         return tf.nest.map_structure(lambda t: tf.pad(t, [[0, 0], [0, boundary - tf.shape(t)[1]]]), (x, y))
 
     batches = batches.map(pad_to_boundary)
@@ -125,7 +132,7 @@ def main():
     print(f"{len(sources)} message pairs; {len(train_sources)} for training, {len(held_sources)} held out")
 
     tokenizer = TransformerTokenizer.train(train_sources + train_targets, args.vocabulary_size)
-    preprocessor = TransformerPreprocessor(tokenizer, MAX_LENGTH, MAX_LENGTH, pad=False)
+    preprocessor = TransformerPreprocessor(tokenizer, args.max_length, args.max_length, pad=False)
     print(f"shared vocabulary: {tokenizer.vocabulary_size()} WordPiece tokens")
 
     train = length_batches(preprocessor, train_sources, train_targets, args.tokens_per_batch, True)
@@ -134,7 +141,7 @@ def main():
     model = Transformer(
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, hidden_dim=args.hidden_dim,
         intermediate_dim=4 * args.hidden_dim, num_heads=4, dropout=0.1, label_smoothing=0.1,
-        max_sequence_length=MAX_LENGTH + 64,
+        max_sequence_length=args.max_length + 64,
     )
     model.compile(optimizer=transformer_optimizer(args.hidden_dim, warmup_steps=args.warmup_steps))
     print(f"Transformer: {model.count_params():,} parameters", flush=True)
