@@ -22,7 +22,7 @@ def parse_arguments(parser, smoke_defaults, argv=None):
     """`parser.parse_args(argv)` with a `--smoke` flag: when given, the
     arguments' defaults become `smoke_defaults` (flags given explicitly still win)."""
     parser.add_argument("--smoke", action="store_true",
-                        help="a tiny run of every code path (about a minute; CI runs it), "
+                        help="a tiny run of every code path (half a minute or less; CI runs it), "
                              f"written under {smoke_directory()} unless --output is given")
     if parser.parse_known_args(argv)[0].smoke:
         parser.set_defaults(**smoke_defaults)
