@@ -66,8 +66,8 @@ epoch, saving, reloading, predictions) on the small BERT that
 `bert_pretraining.py --smoke` saved (run that first), 9 training sentences
 per area (56 of them train: 8 full batches of 7, as are the 7 validation,
 the 56 test and the 7 unseen sentences: one compiled shape per step
-function) for two epochs, and saves under the system temp dir (see
-example_runs.py), where `serve.py --smoke` finds it.
+function) for two epochs, in about 20 seconds, and saves under the system
+temp dir (see example_runs.py), where `serve.py --smoke` finds it.
 
 With `--distributed`, fine-tunes on every device and host with
 `kzoo.distribution.setup()`: the sentences are packed in tf.data and batched

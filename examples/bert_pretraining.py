@@ -24,8 +24,8 @@ pretrained/bert_python_docs` then fine-tunes the saved model (the main job,
 bert_finetuning.py, fine-tunes a released pre-trained BERT by default).
 
 `--smoke` runs every step above (both phases, evaluation, saving, reloading)
-on 40 documents with a tiny model for 20 steps, in about a minute, and saves
-under the system temp dir (see example_runs.py), where
+on 40 documents with a tiny model for 20 steps, in about 20 seconds, and
+saves under the system temp dir (see example_runs.py), where
 `bert_finetuning.py --smoke` finds it.
 
 With `--distributed`, trains on every device and host with
