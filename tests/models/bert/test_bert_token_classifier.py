@@ -120,6 +120,20 @@ def fine_tuned(pretrained):
     return model
 
 
+@pytest.fixture(scope="module")
+def tagged(pretrained):
+    """A token classifier with tags, compiled as `fine_tuned`, its weights moved away from the
+    preset's and the head's initial ones (as fine-tuning would), without its cost: what the tests
+    below check holds for any weights; learning is `fine_tuned`'s."""
+    keras.utils.set_random_seed(0)
+    model = BertTokenClassifier.from_preset(pretrained, num_classes=len(TAGS), tags=TAGS)
+    model.compile(optimizer=bert_finetuning_optimizer(10, learning_rate=5e-3), **QUICK)
+    model.optimizer.build(model.trainable_variables)  # as after a fit: its state is saved too
+    rng = np.random.default_rng(0)
+    model.set_weights([w + rng.normal(0.0, 0.05, w.shape).astype(w.dtype) for w in model.get_weights()])
+    return model
+
+
 @pytest.mark.once  # trains to a stated accuracy: one backend per run (tests/conftest.py)
 def test_learns_entities_of_held_out_sentences(fine_tuned):
     assert isinstance(fine_tuned.preprocessor, BertTokenClassifierPreprocessor)
@@ -144,20 +158,20 @@ def test_words_in_every_form_give_the_same_results(fine_tuned):
         assert fine_tuned.evaluate(same, tf.ragged.constant(labels), verbose=0) == pytest.approx(expected)
 
 
-def test_fine_tuned_model_round_trips_through_a_preset(fine_tuned, tmp_path):
-    fine_tuned.save_to_preset(tmp_path)
+def test_tagged_model_round_trips_through_a_preset(tagged, tmp_path):
+    tagged.save_to_preset(tmp_path)
     revived = BertTokenClassifier.from_preset(tmp_path)
-    assert revived.get_config() == fine_tuned.get_config()
-    assert_same_predictions(fine_tuned, revived, TEST_WORDS[:32])
+    assert revived.get_config() == tagged.get_config()
+    assert_same_predictions(tagged, revived, TEST_WORDS[:32])
 
 
-def test_keras_file_round_trip(fine_tuned, tmp_path):
+def test_keras_file_round_trip(tagged, tmp_path):
     path = tmp_path / "token_classifier.keras"
-    fine_tuned.save(path)
+    tagged.save(path)
     revived = keras.saving.load_model(path)
     assert isinstance(revived, BertTokenClassifier) and revived.tags == TAGS
-    features = fine_tuned.preprocessor(TEST_WORDS[:32])
-    assert np.max(np.abs(to_numpy(revived(features)) - to_numpy(fine_tuned(features)))) <= 1e-6
+    features = tagged.preprocessor(TEST_WORDS[:32])
+    assert np.max(np.abs(to_numpy(revived(features)) - to_numpy(tagged(features)))) <= 1e-6
 
 
 # === Word-level predictions and labels ===
@@ -181,10 +195,10 @@ def test_word_predictions_come_from_first_sub_tokens(untrained):
         assert untrained.predict_words(same, verbose=0) == expected
 
 
-def test_words_cut_off_by_truncation_get_no_prediction(untrained, fine_tuned):
+def test_words_cut_off_by_truncation_get_no_prediction(untrained, tagged):
     words = [["marason"] * 12]  # ma ##ra ##son: 36 tokens, 30 fit; the last two words are cut off
     assert untrained.predict_words(words, verbose=0)[0][10:] == [-1, -1]
-    assert fine_tuned.predict_words(words, verbose=0)[0][10:] == ["O", "O"]  # with tags
+    assert tagged.predict_words(words, verbose=0)[0][10:] == ["O", "O"]  # with tags
 
 
 @pytest.mark.parametrize("labels", [[[0, 1], [0, 7, 0]], [[0, -1], [0, 3, 0]]], ids=["too_large", "negative"])
@@ -195,11 +209,11 @@ def test_labels_out_of_range_fail_before_training(untrained, labels):
     assert all(np.array_equal(to_numpy(v), b) for v, b in zip(untrained.trainable_variables, before))
 
 
-def test_sentence_weights_and_token_accuracy(fine_tuned):
+def test_sentence_weights_and_token_accuracy(tagged):
     words = [["mr", "jomo"], ["in", "pavi", "ro"]]
     # A sentence of weight 0 does not count, whatever its labels.
     losses = [
-        fine_tuned.evaluate(words, [[0, 1], labels], sample_weight=np.array([1.0, 0.0]), verbose=0)[0]
+        tagged.evaluate(words, [[0, 1], labels], sample_weight=np.array([1.0, 0.0]), verbose=0)[0]
         for labels in ([0, 3, 4], [6, 6, 6])
     ]
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
@@ -258,26 +272,26 @@ def test_tags_give_num_classes_and_one_of_them_is_needed(untrained):
         BertTokenClassifier(untrained.backbone)
 
 
-def test_word_labels_as_tags_are_their_ids_and_unknown_tags_fail_before_training(fine_tuned):
+def test_word_labels_as_tags_are_their_ids_and_unknown_tags_fail_before_training(tagged):
     words, tags = TEST_WORDS[:32], TEST_TAGS[:32]
-    expected = fine_tuned.evaluate(words, label_ids(tags), verbose=0)
-    assert fine_tuned.evaluate(words, tags, verbose=0) == pytest.approx(expected, abs=1e-6)
-    assert fine_tuned.evaluate(words, tf.ragged.constant(tags), verbose=0) == pytest.approx(expected, abs=1e-6)
-    before = [to_numpy(v).copy() for v in fine_tuned.variables]
+    expected = tagged.evaluate(words, label_ids(tags), verbose=0)
+    assert tagged.evaluate(words, tags, verbose=0) == pytest.approx(expected, abs=1e-6)
+    assert tagged.evaluate(words, tf.ragged.constant(tags), verbose=0) == pytest.approx(expected, abs=1e-6)
+    before = [to_numpy(v).copy() for v in tagged.variables]
     with pytest.raises(ValueError, match=r"none of its tags: \['B-MISC'\]. Its tags are \['O', 'B-PER'"):
-        fine_tuned.fit([["mr", "jomo"]], [["O", "B-MISC"]], verbose=0)
-    assert all(np.array_equal(to_numpy(v), b) for v, b in zip(fine_tuned.variables, before))
+        tagged.fit([["mr", "jomo"]], [["O", "B-MISC"]], verbose=0)
+    assert all(np.array_equal(to_numpy(v), b) for v, b in zip(tagged.variables, before))
 
 
-def test_predict_labels_is_predict_words(fine_tuned, untrained):
+def test_predict_labels_is_predict_words(tagged, untrained):
     words = TEST_WORDS[:8]
-    labels = fine_tuned.predict_labels(words, verbose=0)
-    assert labels == fine_tuned.predict_words(words, verbose=0) and all(t in TAGS for s in labels for t in s)
+    labels = tagged.predict_labels(words, verbose=0)
+    assert labels == tagged.predict_words(words, verbose=0) and all(t in TAGS for s in labels for t in s)
     assert untrained.predict_labels(words, verbose=0) == untrained.predict_words(words, verbose=0)
 
 
-def test_tags_are_saved_and_renamed_by_from_preset(fine_tuned, tmp_path):
-    fine_tuned.save_to_preset(tmp_path)
+def test_tags_are_saved_and_renamed_by_from_preset(tagged, tmp_path):
+    tagged.save_to_preset(tmp_path)
     assert BertTokenClassifier.from_preset(tmp_path).tags == TAGS
     renamed = [tag.replace("PER", "PERSON") for tag in TAGS]
     assert BertTokenClassifier.from_preset(tmp_path, tags=renamed).tags == renamed
