@@ -30,10 +30,11 @@ def parse_arguments(parser, smoke_defaults, argv=None):
     if args.smoke:
         print(f"smoke run ({keras.backend.backend()}): tiny sizes and steps, every code path", flush=True)
         # A few steps of tiny models: XLA (JAX, TensorFlow) spends a smoke run compiling, not running the
-        # steps, so it compiles them the quick way: no LLVM optimisations, the classic fusion emitters
-        # (XLA reads the flags at its first compile, not at import, and stops at one it does not know:
-        # these are those of the XLA in TensorFlow 2.21 and jaxlib 0.10).
-        quick = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+        # steps, so it compiles them the quick way: no LLVM optimisations, the classic fusion emitters,
+        # one LLVM module (XLA reads the flags at its first compile, not at import, and stops at one it
+        # does not know: these are those of the XLA in TensorFlow 2.21 and jaxlib 0.10).
+        quick = ("--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
+                 "--xla_cpu_parallel_codegen_split_count=1")
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {quick}".strip()
     return args
 
