@@ -93,6 +93,7 @@ def test_one_batch_entry_points_take_raw_text_like_the_others():
         model.train_on_batch(x, np.full(16, 3))
 
 
+@pytest.mark.once  # kzoo's compile and schedule code, the same on every backend; each backend's own steps: test_task
 def test_default_compile_is_the_fine_tuning_recipe(monkeypatch):
     """compile() -> AdamW lr 5e-5, 10% warmup and linear decay over epochs x steps (sec. A.3),
     the schedule set at `fit` without a second compile."""
@@ -285,6 +286,7 @@ def test_labels_as_names_train_exactly_as_ids():
     assert np.isfinite(by_name.fit(dataset, verbose=0).history["loss"][0])
 
 
+@pytest.mark.once  # the data path (labels, splits, input forms) runs the same TensorFlow and NumPy code on every backend; each backend's own steps: test_task and the container-loss test
 def test_unknown_class_name_fails_before_training_and_lists_the_names():
     model = named_classifier()
     model.compile()
