@@ -37,7 +37,6 @@ WHY = {
         "tests/robustness/test_resume.py::test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run",
         "tests/cli/test_cli_models.py::test_backend_option_wins_over_the_environment_and_python_m_kzoo_switches",
         "tests/cli/test_cli_help.py::test_python_dash_m_kzoo_is_the_same_command",
-        "tests/cli/test_cli_bad_input.py::test_bad_input_exits_2_with_a_clear_message",
         "tests/examples/test_serve.py::test_the_serving_half_does_not_import_kzoo",
         "tests/examples/test_serve.py::test_the_server_answers_like_the_keras_model",
         "tests/backend/test_setup.py::test_import_kzoo_changes_no_process_state_but_torchs_documented_thread_count",
