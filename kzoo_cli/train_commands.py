@@ -168,10 +168,10 @@ def _check_labels(labels, class_names, path):
 def _prepare_output(path):
     """Checks that the output can take a preset (before any work); returns
     where the training curves are drawn."""
+    if os.path.exists(path) and not os.path.isdir(path):  # refused before kzoo (and TensorFlow) is imported
+        raise CommandError(f"--output {path!r} is a file; give a new or empty directory.")
     from kzoo.presets.directory import PRESET_ENTRIES, TRAINING_CURVES_FILE  # noqa: PLC0415
 
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CommandError(f"--output {path!r} is a file; give a new or empty directory.")
     foreign = sorted(set(os.listdir(path)) - PRESET_ENTRIES) if os.path.isdir(path) else []
     if foreign:
         raise CommandError(f"--output {path!r} holds {foreign[:5]}, which are not preset files; give a new or "

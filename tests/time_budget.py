@@ -37,7 +37,6 @@ WHY = {
         "tests/robustness/test_resume.py::test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run",
         "tests/cli/test_cli_models.py::test_backend_option_wins_over_the_environment_and_python_m_kzoo_switches",
         "tests/cli/test_cli_help.py::test_python_dash_m_kzoo_is_the_same_command",
-        "tests/cli/test_cli_bad_input.py::test_bad_input_exits_2_with_a_clear_message",
         "tests/examples/test_serve.py::test_the_serving_half_does_not_import_kzoo",
         "tests/examples/test_serve.py::test_the_server_answers_like_the_keras_model",
         "tests/backend/test_setup.py::test_import_kzoo_changes_no_process_state_but_torchs_documented_thread_count",
@@ -45,10 +44,11 @@ WHY = {
         "tests/presets/test_directory.py::test_cross_backend_preset",
         "tests/cli/test_quiet.py::test_import_kzoo_keeps_the_loading_lines_off_stderr_and_passes_others_on",
     ],
-    "builds the file's exports (SavedModel or ONNX; through a TensorFlow process on JAX and torch) "
-    "and serves them from one process without kzoo; the file's other tests read what it built": [
+    "builds the exports (SavedModel or ONNX; through a TensorFlow process on JAX and torch) and serves "
+    "them from one process without kzoo; the other tests read what it built (the SavedModels of "
+    "test_embedder_export.py and test_saved_model.py are one session fixture: the first test of either "
+    "file to run builds them all)": [
         "tests/export/test_saved_model.py::test_writes_a_saved_model_with_assets_and_variables",
-        "tests/export/test_saved_model.py::test_export_replaces_an_earlier_saved_model",
         "tests/export/test_embedder_export.py::test_served_embeddings_equal_encode",
         "tests/export/test_onnx.py::test_files_and_config",
         "tests/models/test_lora.py::test_merged_model_and_exports_compute_the_same",

@@ -3,7 +3,7 @@
 keeps the class names and training curves, and the command's probabilities
 equal the Python API's on the saved model. The command's code is the same on
 every backend and the library under it is tested on each; test_cli_models.py
-runs the command under torch and switches it to JAX."""
+runs the command under torch, and `python -m kzoo` switching from TensorFlow to torch."""
 
 import csv
 import io

@@ -4,7 +4,8 @@ and a process without kzoo and Keras serves it with the Keras model's
 predictions, to 1e-5, on models trained under the backend of this run (the
 export from JAX and PyTorch goes through TensorFlow in a new process).
 
-One fresh process serves every SavedModel of the module (`exported`), with
+One fresh process serves every SavedModel of the module, and those of
+test_embedder_export.py (`saved_models`, tests/export/conftest.py), with
 kzoo, Keras and tensorflow-text's Python package blocked and only
 tensorflow-text's op libraries loaded; another does what a user does
 (`import tensorflow_text`), with kzoo blocked.
@@ -18,7 +19,7 @@ when this was written.
 """
 
 import os
-import time
+import shutil
 
 import keras
 import numpy as np
@@ -43,6 +44,7 @@ CONTEXTS = [
 TRANSLATOR_VOCABULARY = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "a", "b", "c", "##d"]
 SOURCES = ["a b", "c cd a", "", "b b b"]
 BEAM_SIZE = 3
+NAMES = ("classifier", "pairs", "features", "tags", "answers", "translations")
 THROUGH_TENSORFLOW = ("classifier", "translations")  # exported under JAX and PyTorch
 
 
@@ -87,11 +89,9 @@ def translator():
     return model, kzoo.TransformerPreprocessor(tokenizer, source_length=8, target_length=8)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """{name: (model, path, inputs)} for every exported model, and their served outputs."""
-    root = tmp_path_factory.mktemp("saved_models")
-    keras.utils.set_random_seed(0)
+def models_to_export():
+    """{name: (model, export options, serving inputs)}: the models this file exports on this backend
+    (exported and served with test_embedder_export.py's by `saved_models`, tests/export/conftest.py)."""
     models = {
         "classifier": (fine_tuned_classifier(), {}, {"text": TEXTS}),
         "pairs": (pair_classifier(), {"text_pairs": True}, {"text_a": PAIRS[0], "text_b": PAIRS[1]}),
@@ -108,18 +108,15 @@ def exported(tmp_path_factory):
     }
     transformer, preprocessor = translator()
     models["translations"] = (transformer, {"preprocessor": preprocessor, "beam_size": BEAM_SIZE}, {"text": SOURCES})
-    models = {name: entry for name, entry in models.items() if exported_here(name)}
-    paths = {}
-    for name, (model, options, _) in models.items():
-        paths[name] = os.path.join(root, name)
-        start = time.time()
-        model.export(paths[name], **options)
-        print(f"export {name}: {time.time() - start:.1f} s")
-    requests = [{"path": paths[name], "inputs": inputs} for name, (_, _, inputs) in models.items()]
-    start = time.time()
-    served = dict(zip(models, serve_without_kzoo(requests, mode="ops")))
-    print(f"served in {time.time() - start:.1f} s")
-    return {name: (model, paths[name], inputs) for name, (model, _, inputs) in models.items()}, served
+    return {name: entry for name, entry in models.items() if exported_here(name)}
+
+
+@pytest.fixture(scope="module")
+def exported(saved_models):
+    """{name: (model, path, inputs)} for this file's models, and {name: their served outputs}."""
+    models, served = saved_models
+    names = [name for name in models if name in NAMES]
+    return {name: models[name] for name in names}, {name: served[name] for name in names}
 
 
 def test_writes_a_saved_model_with_assets_and_variables(exported):
@@ -214,9 +211,8 @@ def test_documented_serving_imports_tensorflow_text_and_not_kzoo(exported):
 
 @needs("tags")
 def test_export_replaces_an_earlier_saved_model(exported, tmp_path):
-    model, _, _ = exported[0]["tags"]
     path = tmp_path / "model"
-    model.export(path)
+    shutil.copytree(exported[0]["tags"][1], path)  # the token classifier's SavedModel, as the fixture wrote it
     exported[0]["classifier"][0].export(path)
     import tensorflow as tf  # noqa: PLC0415
 
