@@ -24,13 +24,16 @@ when one disappears (a silently unused override would only be slower).
   `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `BaseModel`,
   through which every backend's train and test steps compute the loss: gradient
   accumulation's normalisers are taken out of the sample weights there,
-  `kzoo.models.accumulation`) (keras 3.15.1).
+  `kzoo.models.batching`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - Keras' `evaluate(..., _use_cached_eval_dataset=True)`, `fit`'s call for its
   validation pass, which reads the cached validation iterator and ignores `x`:
   kzoo's `BaseModel.evaluate` then passes it through unprepared (keras 3.15.1).
+- Keras' TensorFlow optimizers' `_distribution_strategy` (its `num_replicas_in_sync`), read by
+  `kzoo.BertAdamW` to sum the replicas' gradients before clipping only where there are several
+  (keras 3.15.1).
 - Keras `Optimizer._learning_rate` (the schedule an optimizer was built with),
   read by `kzoo.models.Task` to give its default optimizer the schedule of the
   run at the start of `fit`, without compiling again (keras 3.15.1).

@@ -3,7 +3,7 @@ the same message on every backend, in eager calls and in compiled steps.
 
 Data is checked once, where it comes in. kzoo's own `fit`, `evaluate`,
 `predict`, `*_on_batch` and `generate` check packed batches on the host
-before any step (`check_batch`, `kzoo.models.batch_checks`) and run their
+before any step (`check_batch`, `kzoo.models.input_checks`) and run their
 steps inside `checked_upstream()`, so the steps they trace carry no check.
 A layer called eagerly checks the values it gets. A step kzoo does not drive
 (a user's model around a backbone) is checked inside the step, each engine

@@ -20,9 +20,9 @@ from keras import ops
 
 from kzoo import backend
 from kzoo.layers import lora
-from kzoo.models import accumulation, batch_checks, fit_data, quantization, serialization
+from kzoo.models import batching, quantization, serialization
 from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream
-from kzoo.models.input_checks import check_int
+from kzoo.models.input_checks import check_int, reported
 from kzoo import atomic
 
 
@@ -246,7 +246,7 @@ class BaseModel(keras.Model):
             lora.restore_state(self, filepath)
 
     def make_train_function(self, force=False):
-        if self.train_function is None:
+        if self.train_function is None and getattr(getattr(self, "backbone", self), "_lora", None):
             lora.revive(self)  # factors Keras zeroed when loading a `.keras` file
         return super().make_train_function(force=force)
 
@@ -270,21 +270,21 @@ class BaseModel(keras.Model):
             self.compile()
         check_int(epochs, "epochs", type(self).__name__, minimum=0)
         if validation_data is None:
-            x, y, sample_weight, validation_data = fit_data.held_out(x, y, sample_weight, validation_split, self)
+            x, y, sample_weight, validation_data = batching.held_out(x, y, sample_weight, validation_split, self)
         validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
-        refused = []  # this call's batches refused inside tf.data (`kzoo.models.batch_checks`)
+        refused = []  # this call's batches refused inside tf.data (`kzoo.models.input_checks`)
         seed = int(np.random.randint(2**31 - 1))
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed, refused)
         counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
-        train, data = fit_data.accumulated(self, train, data, order, counts_tokens)
+        train, data = batching.accumulated(self, train, data, order, counts_tokens)
         if data is not None:
             callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
-            unpacked = fit_data.validation_tuple(validation_data, y, self)
+            unpacked = batching.validation_tuple(validation_data, y, self)
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
             held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(unpacked)
             held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
@@ -293,7 +293,7 @@ class BaseModel(keras.Model):
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
             self._schedule_default_optimizer(train["x"], epochs, steps)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self, refused):
+        with reported(self, refused):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
@@ -304,7 +304,7 @@ class BaseModel(keras.Model):
         tensor}`, one entry per mean in the loss (e.g. the real target
         tokens), or None for a loss that is not a mean over tokens (the
         default). Under gradient accumulation `fit` normalises each
-        micro-batch over its group's counts (`kzoo.models.accumulation`)."""
+        micro-batch over its group's counts (`kzoo.models.batching`)."""
         return None
 
     def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
@@ -318,12 +318,12 @@ class BaseModel(keras.Model):
     def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         # Keras' train and test steps (every backend) compute the loss here: the
         # normalisers sent with the sample weights go to `renormalised_loss`.
-        sample_weight, normalisers = accumulation.split(sample_weight)
+        sample_weight, normalisers = batching.split(sample_weight)
         loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
         return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
+        return super().compute_metrics(x, y, y_pred, batching.split(sample_weight)[0])
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
@@ -336,7 +336,7 @@ class BaseModel(keras.Model):
             self.compile()
         refused = []
         prepared = self._prepare(x, y, sample_weight, batch_size, refused=refused)[0]
-        with batch_checks.reported(self, refused):
+        with reported(self, refused):
             return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
@@ -348,7 +348,7 @@ class BaseModel(keras.Model):
         refused = []
         prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
         self._pad_outputs_to(None if data is None else data.max_length)
-        with batch_checks.reported(self, refused):
+        with reported(self, refused):
             if data is not None and len(data) == 1 and not kwargs:
                 # One batch (e.g. one request): Keras' step without its data pipeline and
                 # progress bar, 5 ms instead of 50 on TensorFlow.
@@ -403,7 +403,7 @@ class BaseModel(keras.Model):
         """
         x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self):
+        with reported(self):
             return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                           return_dict=return_dict)
 
@@ -422,7 +422,7 @@ class BaseModel(keras.Model):
         True
         """
         x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
-        with batch_checks.reported(self):
+        with reported(self):
             return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
 
     def predict_on_batch(self, x):
@@ -438,7 +438,7 @@ class BaseModel(keras.Model):
         (2, 4, 8)
         """
         x = self._one_batch(x, None, None, with_labels=False)[0]
-        with batch_checks.reported(self):
+        with reported(self):
             return super().predict_on_batch(x)
 
     def _one_batch(self, x, y, sample_weight, with_labels):

@@ -18,19 +18,20 @@ EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 import tqdm
+from keras import ops
 
 from kzoo import backend
 from kzoo.backend import tensorflow as tensorflow_backend
-from kzoo.models import accumulation
 from kzoo.data.padding_ladder import (
     SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
 )
-from kzoo.models.input_checks import num_rows, rows, to_tensors
+from kzoo.models.input_checks import num_rows, rows as row_range, to_tensors
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 PACKING_CHUNK = 4096  # texts per eager call of the preprocessor
@@ -84,7 +85,7 @@ class LengthBatches(keras.utils.PyDataset):
 
     def accumulate(self, steps, counts):
         """Batches for gradient accumulation over `steps` micro-batches
-        (`kzoo.models.accumulation`): the big batches of `steps · batch_size`
+        (`kzoo.models.batching`): the big batches of `steps · batch_size`
         examples, each cut into `steps` micro-batches that carry the big
         batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
 
@@ -104,7 +105,7 @@ class LengthBatches(keras.utils.PyDataset):
         size = self.batch_size * self.accumulation_steps
         self.batches = length_batches(keys, size, self.order, self.seed, epoch)
         if self.accumulation_steps > 1:
-            self.batches, self.normalisers = accumulation.micro_batches(
+            self.batches, self.normalisers = micro_batches(
                 self.batches, self.accumulation_steps, self.counts)
 
     @property
@@ -119,7 +120,7 @@ class LengthBatches(keras.utils.PyDataset):
         if self.normalisers is None:
             return batch
         x, y, sample_weight = (*batch, None, None)[:3]
-        return x, y, accumulation.with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
+        return x, y, with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
 
     def batch(self, rows):
         """The examples `rows` as a batch, its padding cut to its ladder length."""
@@ -179,7 +180,7 @@ def packed(preprocessor, x, y=None, sample_weight=None):
     chunks = []
     starts = range(0, num_rows(x), PACKING_CHUNK)
     for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
-        part = [rows(value, start, start + PACKING_CHUNK) for value in (x, y, sample_weight)]
+        part = [row_range(value, start, start + PACKING_CHUNK) for value in (x, y, sample_weight)]
         outputs = _traced_call(preprocessor, settings, part[0]) if traced else preprocessor.call(*part)
         chunks.append(keras.tree.map_structure(_to_numpy, keras.utils.unpack_x_y_sample_weight(outputs)))
     return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
@@ -313,4 +314,238 @@ def split_rows(value, fraction):
     if value is None:
         return None, None
     cut = int(num_rows(value) * (1.0 - fraction))
-    return rows(value, 0, cut), rows(value, cut, None)
+    return row_range(value, 0, cut), row_range(value, cut, None)
+
+
+# === What `fit` does beside: held-out examples, validation data ===
+
+
+def held_out(x, y, sample_weight, fraction, model):
+    """`(x, y, sample_weight, validation_data)`: the last `fraction` of the
+    examples held out as Keras' `validation_split` holds them (before
+    shuffling; raw text and label names too), checked first
+    (`check_validation_split`); validation_data is None for 0.
+
+    Example:
+
+    >>> x, y, _, held = held_out(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25, "BertClassifier")
+    >>> [t.numpy().tolist() for t in held[:2]]
+    [[b'd'], [1]]
+    """
+    owner = model if isinstance(model, str) else type(model).__name__
+    if not check_validation_split(fraction, x, owner):
+        return x, y, sample_weight, None
+    (x, held_x), (y, held_y), (sample_weight, held_w) = (split_off(v, fraction) for v in (x, y, sample_weight))
+    return x, y, sample_weight, (held_x, held_y, held_w)
+
+
+def check_validation_split(fraction, x, owner):
+    """`ValueError`s for a `validation_split` that holds out nothing usable,
+    before any work: not a number in [0, 1), data not in memory (a dataset
+    or generator, which cannot be cut before it is read), or a cut that
+    leaves no example on one side. 0 holds out nothing (Keras' default).
+
+    Args:
+        fraction: the `validation_split` given to `fit`.
+        x: the training examples.
+        owner: str. The model's class name, for the messages.
+
+    Returns:
+        The fraction, a float.
+
+    Example:
+
+    >>> check_validation_split(0.25, ["a", "b", "c", "d"], "BertClassifier")
+    0.25
+    >>> check_validation_split(0.9, ["a", "b", "c", "d"], "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier: validation_split=0.9 of 4 examples leaves 0 for training. ...
+    """
+    number = isinstance(fraction, (int, float, np.integer, np.floating)) and not isinstance(fraction, (bool, np.bool_))
+    if not (number and 0 <= fraction < 1):
+        raise ValueError(
+            f"{owner}: validation_split must be a number in [0, 1), the fraction of the examples held "
+            f"out (the last ones, as Keras does); got {fraction!r} ({type(fraction).__name__})."
+        )
+    if not fraction:
+        return 0.0
+    rows = num_rows(x, owner) if isinstance(x, (dict, *IN_MEMORY)) and not isinstance(x, (str, bytes)) else None
+    if rows is None:
+        raise ValueError(
+            f"{owner}: validation_split cuts examples in memory (lists, arrays, tensors); got "
+            f"{type(x).__name__}, which cannot be cut before it is read. Hold out batches yourself "
+            "(e.g. dataset.take(n) for validation_data= and dataset.skip(n) for training)."
+        )
+    held = rows - int(rows * (1.0 - fraction))
+    if held == 0 or held == rows:
+        side = "validation" if held == 0 else "training"
+        raise ValueError(
+            f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for {side}. Give "
+            "more examples or another fraction."
+        )
+    return float(fraction)
+
+
+def validation_tuple(validation_data, y, model):
+    """`validation_data` as a tuple `(x[, y[, sample_weight]])`; a `ValueError`
+    for examples without labels where the training ones have some (a list
+    of texts is examples, not `[x, y]`).
+
+    Example:
+
+    >>> validation_tuple(["a text"], None, "BertClassifier")
+    (['a text'],)
+    """
+    if isinstance(validation_data, tuple):
+        return validation_data
+    if y is not None and isinstance(validation_data, IN_MEMORY):
+        owner = model if isinstance(model, str) else type(model).__name__
+        raise ValueError(
+            f"{owner}: the training examples have labels but validation_data has "
+            f"none (got a {type(validation_data).__name__}). Pass validation_data=(x_val, y_val) "
+            "as a tuple; a list is read as examples."
+        )
+    return (validation_data,)
+
+
+def accumulated(model, train, data, order, counts_tokens):
+    """`(train, data)` as micro-batches whose loss normalisers make k of
+    them the big batch (`kzoo.models.batching`), when `model`'s
+    optimizer accumulates gradients and its loss `counts_tokens` (declares
+    `loss_counts`)."""
+    steps = accumulation_steps(model.optimizer)
+    if steps == 1 or not counts_tokens:
+        return train, data
+    if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
+        warnings.warn(
+            f"{type(model).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
+            f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
+            f"by its own tokens, so an update is the big batch's only when its {steps} "
+            "micro-batches hold equally many. For the exact big batch, pass the examples in "
+            "memory: `fit` then groups them and normalises over each group's tokens.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return train, data
+    if data is None and train["y"] is None:
+        return train, data
+    if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+        data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
+                             order, padding="max_length")
+    counts = model.loss_counts(*data.arrays[1:])  # every example's, counted once
+    if counts is None:
+        return train, data
+    data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
+    return data.for_keras(), data
+
+
+# === Gradient accumulation that equals the big batch for token-level losses ===
+#
+# Gradient accumulation that equals the big batch for token-level losses.
+#
+# Keras' optimizer with `gradient_accumulation_steps=k` updates once every k
+# micro-batches with the *mean* of their gradients. A loss that is a mean over
+# each micro-batch's tokens then weighs a token of a micro-batch with few real
+# tokens more than one of a full micro-batch: k micro-batches are not the big
+# batch of their examples (Hugging Face's transformers#35438). The big batch's
+# loss is `Σ_group ℓ / N`, N the group's tokens, so micro-batch j must
+# contribute `k · Σ_j ℓ / N`: its own mean loss times `n_j / (N / k)`.
+#
+# The data path knows the groups, so it computes `N / k` (the *normaliser*):
+# `kzoo.models.batching.LengthBatches.accumulate` cuts each epoch into batches
+# of k·b examples (the big batches, drawn as `fit(batch_size=k·b)` draws them)
+# and each into k micro-batches, and sends each micro-batch's normalisers with
+# its sample weights (`with_normalisers`). `BaseModel` takes them out again
+# (`split`) before Keras' loss and metrics see the weights, and rescales the
+# loss (`BaseModel.renormalised_loss`). A task says what its loss averages over
+# with `loss_counts(y, sample_weight)`: per-example counts, one entry per mean
+# in its loss (e.g. `{"mlm": ..., "nsp": ...}` for BERT's pre-training).
+#
+# Every epoch is then a whole number of groups, so an epoch's end (where
+# `keras.callbacks.BackupAndRestore` backs up) is a group's end as well.
+
+
+NORMALISERS = "loss_normalisers"
+SAMPLE_WEIGHT = "sample_weight"
+
+
+def accumulation_steps(optimizer):
+    """Micro-batches per optimizer update: the optimizer's
+    `gradient_accumulation_steps`, 1 without accumulation.
+
+    Example:
+
+    >>> import keras
+    >>> accumulation_steps(keras.optimizers.Adam(gradient_accumulation_steps=4))
+    4
+    >>> accumulation_steps(keras.optimizers.Adam()), accumulation_steps(None)
+    (1, 1)
+    """
+    return int(getattr(optimizer, "gradient_accumulation_steps", None) or 1)
+
+
+def micro_batches(groups, steps, counts):
+    """`(batches, normalisers)`: each group of examples (a big batch) split
+    into `steps` micro-batches of nearly equal sizes, each with the group's
+    counts divided by `steps` (`{name: float}`).
+
+    A group of fewer than `steps` examples is completed by micro-batches
+    that repeat its first example with infinite normalisers: they weigh
+    nothing, and the optimizer still updates once per group.
+
+    Args:
+        groups: list of int arrays. The example indices of each big batch.
+        steps: int. k, the micro-batches per group.
+        counts: dict of float arrays `(examples,)`. What each example adds
+            to each of the loss's denominators (`loss_counts`).
+
+    Example:
+
+    >>> batches, normalisers = micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
+    >>> [b.tolist() for b in batches]
+    [[0, 1, 2], [3, 4], [5], [5]]
+    >>> [n["tokens"] for n in normalisers]
+    [5.0, 5.0, 2.5, inf]
+    """
+    batches, normalisers = [], []
+    for rows in groups:
+        totals = {name: float(np.sum(count[rows])) / steps for name, count in counts.items()}
+        for part in np.array_split(rows, steps):
+            filler = len(part) == 0
+            batches.append(rows[:1] if filler else part)
+            normalisers.append({name: np.inf for name in totals} if filler else totals)
+    return batches, normalisers
+
+
+def with_normalisers(sample_weight, normalisers, rows):
+    """A batch's sample weights with its normalisers beside them, one value
+    per example (so that Keras can split a batch over devices).
+
+    Example:
+
+    >>> weights = with_normalisers(None, {"tokens": 2.5}, 3)
+    >>> weights[NORMALISERS]["tokens"].tolist(), SAMPLE_WEIGHT in weights
+    ([2.5, 2.5, 2.5], False)
+    """
+    packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
+    return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
+
+
+def split(sample_weight):
+    """`(sample_weight, normalisers)`: a batch's own sample weights (or None)
+    and its normalisers as scalars (`{name: tensor}`, or None when the batch
+    carries none).
+
+    Example:
+
+    >>> weights, normalisers = split(with_normalisers(np.ones(2), {"tokens": 4.0}, 2))
+    >>> weights.tolist(), float(normalisers["tokens"])
+    ([1.0, 1.0], 4.0)
+    >>> split(np.ones(2))[1] is None
+    True
+    """
+    if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
+        return sample_weight, None
+    normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch
+    return sample_weight.get(SAMPLE_WEIGHT), normalisers

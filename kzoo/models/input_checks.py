@@ -1,17 +1,27 @@
 """Checks of what users hand kzoo's models, before any work is done: integer
-arguments, the id tensors a backbone is called on, and the examples of `fit`,
-`evaluate` and `predict`. Nothing is coerced: a wrong value is a `ValueError`
-in kzoo's words, the same on every backend, saying what to change.
+arguments, the examples of `fit`, `evaluate` and `predict`, their labels
+(label names too), and the packed batches checked once where they come in.
+Nothing is coerced: a wrong value is a `ValueError` in kzoo's words, the same
+on every backend, saying what to change.
 
-Values are read only where they are concrete (eager calls, NumPy); inside a
-compiled step only shapes are checked.
+Inside a compiled step an out-of-range id cannot always stop the step before
+it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
+the weights, see `kzoo.backend.checks`). So kzoo's models check what they are
+given before Keras runs a step: packed inputs in memory all at once (a
+`ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
+pipeline, on the host (`on_host`): the first bad batch stops the run before
+its step with the same `ValueError`, kept as raised in a list that belongs to
+the call (`refused`) and re-raised by `reported`. The steps themselves then
+run without checks (`kzoo.backend.checks.checked_upstream`).
 """
+
+import contextlib
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo.backend import is_concrete
+from kzoo.backend import checks, keep_state_on_error
 from kzoo.tokenizers.inputs import check_strings
 
 
@@ -65,171 +75,26 @@ def check_ints(owner, minimum=1, **values):
         check_int(value, name, owner, minimum, CONFIG_HINT)
 
 
-def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
-    """`ValueError`s for a backbone's id inputs that cannot be ids: None,
-    text, rank below 2, shapes that disagree, fractional values, values
-    beyond int32 (which the cast to int32 would wrap; the embedding layers
-    check the rest of the range).
-
-    Args:
-        inputs: dict. `{name: tensor, array or list}`; None values are absent.
-        tables: dict. `{name: rows of its embedding table}` for the inputs
-            whose values are ids (others, e.g. a padding mask, are only shape-checked).
-        owner: str. The model's class name, for the messages.
-        text_hint: str. What to call on text first (e.g. the preprocessor).
-        same_shape: bool. Whether all inputs share one shape (BERT's
-            `token_ids`, `segment_ids`, `padding_mask`); else only the
-            batch size (the Transformer's source and target). Defaults to `True`.
+def checked_steps(steps):
+    """`gradient_accumulation_steps` for a Keras optimizer: None for None or
+    1 (Keras takes 2 or more), else the positive int; anything else is a
+    `ValueError` in kzoo's words.
 
     Example:
 
-    >>> check_id_inputs({"token_ids": np.array([[2, 5.5, 3]])}, {"token_ids": 10}, "BertBackbone", "")
+    >>> checked_steps(1), checked_steps(4)
+    (None, 4)
+    >>> checked_steps(0)
     Traceback (most recent call last):
     ...
-    ValueError: BertBackbone: token_ids must be integer ids; got 5.5 at index (0, 1). ...
+    ValueError: gradient_accumulation_steps must be a positive int or None; got 0.
     """
-    shapes = {}
-    for name, value in inputs.items():
-        if value is None:
-            continue
-        if isinstance(value, (list, tuple)):
-            value = arrays_from_lists({name: value}, owner)[name]
-        if holds_text(value):
-            raise ValueError(
-                f"{owner} takes token ids, not text: {name} holds strings. {text_hint}"
-            )
-        if isinstance(value, np.ndarray) and value.dtype == object:
-            raise ValueError(
-                f"{owner}: {name} is an array of Python objects (e.g. rows of different lengths, or "
-                "None among the ids); ids must be an int array of shape (batch, sequence_length)."
-            )
-        shape = _shape(value)
-        if shape is not None and len(shape) < 2:
-            raise ValueError(
-                f"{owner}: {name} must be (batch, sequence_length); got shape {shape}. For one "
-                "example, keep the batch dimension: give the preprocessor a list of one text, "
-                "or use ids[None]."
-            )
-        if shape is not None:
-            shapes[name] = shape
-        if name in tables and is_concrete(value):
-            values = keras.ops.convert_to_numpy(value) if keras.ops.is_tensor(value) else np.asarray(value)
-            _check_integral(values, name, owner)
-            _check_int32(values, name, owner, tables[name])
-    _check_shapes(shapes, owner, same_shape)
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"gradient_accumulation_steps must be a positive int or None; got {steps!r}.")
+    return None if steps == 1 else steps
 
 
-def arrays_from_lists(inputs, owner):
-    """`inputs` (a dict) with lists and tuples made NumPy arrays and None
-    values dropped (None means absent); rows of different lengths are a
-    `ValueError` saying to pad them.
-
-    Example:
-
-    >>> arrays_from_lists({"token_ids": [[2, 3]], "segment_ids": None}, "BertBackbone")["token_ids"].shape
-    (1, 2)
-    """
-    arrays = {}
-    for name, value in inputs.items():
-        if isinstance(value, (list, tuple)):
-            try:
-                value = np.asarray(value)
-            except ValueError:
-                raise ValueError(
-                    f"{owner}: the rows of {name} have different lengths; ids must be an int array of "
-                    "shape (batch, sequence_length): pad the rows (the preprocessor does)."
-                ) from None
-        if value is not None:
-            arrays[name] = value
-    return arrays
-
-
-def missing_token_ids(name, owner, text_hint):
-    """The `ValueError` for a backbone called without its token ids.
-
-    Example:
-
-    >>> str(missing_token_ids("token_ids", "BertBackbone", "Use the preprocessor."))[:44]
-    'BertBackbone got no token_ids (None): it tak'
-    """
-    return ValueError(
-        f"{owner} got no {name} (None): it takes token ids, an int array (batch, "
-        f"sequence_length). {text_hint}"
-    )
-
-
-def _shape(value):
-    """The shape as a tuple (None for unknown dimensions, symbolic ones
-    included: a JAX or torch export traced for any batch), or None when even
-    the rank is unknown."""
-    shape = getattr(value, "shape", None)
-    if shape is None:
-        return np.shape(value)
-    try:
-        return tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in shape)
-    except (TypeError, ValueError):  # a TensorShape of unknown rank
-        return None
-
-
-def holds_text(value):
-    """Whether `value` holds text: a string, a `tf.string` tensor, a NumPy
-    array of strings (or of objects, one a string), a list whose first item
-    (nested) is one.
-
-    Example:
-
-    >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
-    (True, False, True)
-    """
-    while isinstance(value, (list, tuple)) and value:
-        value = value[0]
-    if isinstance(value, (str, bytes)):
-        return True
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return False
-    if isinstance(dtype, np.dtype):
-        strings = dtype == np.dtype(object) and any(isinstance(v, (str, bytes)) for v in value.flat)
-        return dtype.kind in "US" or strings
-    return getattr(dtype, "name", None) == "string"  # a tf.string tensor
-
-
-def _check_integral(values, name, owner):
-    if values.dtype.kind == "f" and values.size:
-        fractional = np.argwhere(np.mod(values, 1) != 0)
-        if len(fractional):
-            index = tuple(int(i) for i in fractional[0])
-            raise ValueError(
-                f"{owner}: {name} must be integer ids; got {values[index]} at index {index}. Ids "
-                "are never rounded: check where they came from."
-            )
-
-
-def _check_int32(values, name, owner, table):
-    """Ids the model's int32 cast would wrap (2**32 + 5 becomes 5); ids
-    inside int32 are checked against the table by the embedding layers."""
-    if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
-        extreme = values.max() if values.max() >= 2**31 else values.min()
-        raise ValueError(
-            f"{owner}: {name} holds {extreme}, beyond int32, the ids' dtype (a cast would wrap it "
-            f"to another id). Ids must lie in [0, {table}): were they made with another vocabulary?"
-        )
-
-
-def _check_shapes(shapes, owner, same_shape):
-    """Known dimensions must agree (all of them, or the batch size)."""
-    names = list(shapes)
-    for other in names[1:]:
-        a, b = shapes[names[0]], shapes[other]
-        dims = range(max(len(a), len(b))) if same_shape else (0,)
-        agree = len(a) == len(b) or not same_shape
-        agree = agree and all(a[d] is None or b[d] is None or a[d] == b[d] for d in dims)
-        if not agree:
-            what = "the same shape" if same_shape else "the same batch size"
-            raise ValueError(
-                f"{owner}: {names[0]} has shape {a} but {other} has shape {b}; they must have "
-                f"{what}. Make them together, e.g. with the preprocessor."
-            )
+# === Examples ===
 
 
 def check_examples(x, y, owner, batch_size=None):
@@ -400,3 +265,317 @@ def rows(value, start, stop):
     if isinstance(value, tuple):
         return tuple(rows(v, start, stop) for v in value)
     return value[start:stop]
+
+
+# === Labels and their names (a classifier's `class_names`, a token classifier's `tags`) ===
+
+
+ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming their labels
+
+
+def check_names(names, num_classes, argument, owner):
+    """`(num_classes, names)` checked: names are distinct strings, one per
+    label id; `num_classes=None` is taken from them.
+
+    Args:
+        names: list of str or None. The label names, in label order.
+        num_classes: int or None. The number of labels, if given.
+        argument: str. The names' argument ("class_names", "tags"), for messages.
+        owner: str. The task's class name, for messages.
+
+    Returns:
+        `(num_classes, names)`: an int, and a list of str or None.
+
+    Raises:
+        TypeError: neither `num_classes` nor `names` is given (as for a missing argument).
+        ValueError: the names are not distinct strings, one per label.
+
+    Example:
+
+    >>> check_names(("neg", "pos"), None, "class_names", "BertClassifier")
+    (2, ['neg', 'pos'])
+    >>> check_names(["neg", "pos"], 3, "class_names", "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: class_names must be 3 distinct strings, the name of each label id in order
+    (2 names for num_classes=3); got ['neg', 'pos'].
+    """
+    if names is None:
+        if num_classes is None:
+            raise TypeError(
+                f"{owner} needs 'num_classes' (the number of labels K), or {argument}=[...] "
+                "(their names, in label order)."
+            )
+        return num_classes, None
+    given = names
+    names = [] if isinstance(names, (str, bytes)) else list(names)
+    count = len(names) if num_classes is None else num_classes
+    duplicates = sorted({name for name in names if isinstance(name, str) and names.count(name) > 1})
+    problem = (
+        "a single string" if isinstance(given, (str, bytes))
+        else "no names" if not names
+        else f"not strings: {[n for n in names if not isinstance(n, str)][:3]!r}"
+        if not all(isinstance(name, str) for name in names)
+        else f"repeated: {duplicates[:3]!r}" if duplicates
+        else f"{len(names)} names for num_classes={num_classes}"
+        if len(names) != count
+        else None
+    )
+    if problem:
+        raise ValueError(
+            f"{argument} must be {count} distinct strings, the name of each label id in order "
+            f"({problem}); got {given!r:.200}."
+        )
+    return count, names
+
+
+def names_to_ids(labels, names, argument, owner):
+    """Labels given as names (a `tf.string` tensor, ragged too) as int64 label ids.
+
+    Args:
+        labels: `tf.Tensor` or `tf.RaggedTensor` of strings.
+        names: list of str or None. The task's label names.
+        argument: str. The names' argument, for messages.
+        owner: str. The task's class name, for messages.
+
+    Returns:
+        A `tf.Tensor` (a `tf.RaggedTensor` for ragged labels) of ids.
+
+    Raises:
+        ValueError: a name the task does not have (all known names listed),
+            or names for a task without them.
+
+    Example:
+
+    >>> names_to_ids(tf.constant(["pos", "neg", "pos"]), ["neg", "pos"], "class_names", "BertClassifier").numpy()
+    array([1, 0, 1])
+    >>> names_to_ids(tf.constant(["good"]), ["neg", "pos"], "class_names", "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier got labels that are none of its class_names: ['good']. Its
+    class_names are ['neg', 'pos'] (label ids 0 to 1, in that order).
+    """
+    flat = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
+    values = flat.numpy()
+    found, positions = np.unique(values.ravel(), return_inverse=True)
+    found = [value.decode("utf-8") for value in found]
+    _check_known(found, names, argument, owner)
+    index = {name: i for i, name in enumerate(names)}
+    ids = tf.constant(np.array([index[name] for name in found], "int64")[positions].reshape(values.shape))
+    return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
+
+
+def label_range(labels):
+    """`(lowest, highest)` of integer labels (a tensor, ragged too), None when
+    there are none; a `ValueError` for labels that are not integers (class
+    names, fractions).
+
+    Example:
+
+    >>> label_range(tf.ragged.constant([[0, 2], [1]]))
+    (0, 2)
+    """
+    values = np.asarray(labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels)
+    if values.size == 0:
+        return None
+    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+        raise ValueError(
+            "Labels must be integer class ids; got values such as "
+            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+        )
+    return int(values.min()), int(values.max())
+
+
+def names_to_ids_in_graph(labels, names, argument, owner):
+    """`names_to_ids` inside `tf.data`: string labels (ragged too) as int64
+    ids, with an assertion that fails a batch holding an unknown name (the
+    known names in its message); other labels as they are.
+
+    Args:
+        labels: a `tf.Tensor`, `tf.RaggedTensor`, or None.
+        names, argument, owner: as for `names_to_ids`.
+
+    Returns:
+        The ids, or `labels`.
+
+    Example:
+
+    >>> labels = tf.constant(["pos", "neg"])
+    >>> names_to_ids_in_graph(labels, ["neg", "pos"], "class_names", "BertClassifier").numpy().tolist()
+    [1, 0]
+    """
+    if labels is None or not isinstance(labels, (tf.Tensor, tf.RaggedTensor)) or labels.dtype != tf.string:
+        return labels
+    if names is None:
+        raise ValueError(_no_names(argument, owner, "strings"))
+    message = f"{owner} got labels that are none of its {argument}, which are {names!r:.300}. Unknown:"
+
+    def ids(values):
+        matches = tf.equal(tf.expand_dims(values, -1), tf.constant(names))  # (..., K)
+        known = tf.reduce_any(matches, axis=-1)
+        unknown = tf.boolean_mask(tf.reshape(values, [-1]), tf.logical_not(tf.reshape(known, [-1])))
+        check = tf.debugging.Assert(tf.reduce_all(known), [message, unknown], summarize=5)
+        with tf.control_dependencies([check]):
+            return tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int64)
+
+    return tf.ragged.map_flat_values(ids, labels) if isinstance(labels, tf.RaggedTensor) else ids(labels)
+
+
+def ids_to_names(ids, names):
+    """Label ids as names (a list, nested as `ids`); ids as Python ints without names.
+
+    Args:
+        ids: array-like of int. Label ids.
+        names: list of str or None.
+
+    Returns:
+        A (nested) list of str, or of int when `names` is None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> ids_to_names(np.array([1, 0]), ["neg", "pos"]), ids_to_names(np.array([1, 0]), None)
+    (['pos', 'neg'], [1, 0])
+    """
+    ids = np.asarray(ids).tolist()
+    if names is None:
+        return ids
+    return [ids_to_names(i, names) for i in ids] if isinstance(ids, list) else names[ids]
+
+
+def _check_known(found, names, argument, owner):
+    if names is None:
+        raise ValueError(_no_names(argument, owner, f"strings ({found[:3]!r})"))
+    known = set(names)
+    unknown = [value for value in found if value not in known]
+    if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise ValueError(
+            f"{owner} got labels that are none of its {argument}: {unknown[:5]!r}{more}. Its "
+            f"{argument} are {names!r:.300} (label ids 0 to {len(names) - 1}, in that order)."
+        )
+
+
+def _no_names(argument, owner, what):
+    return (
+        f"{owner} got labels as {what}, but it has no {argument}. Build it with "
+        f"{argument}=[...] (the name of each label id, in order), or give label ids."
+    )
+
+
+# === Packed batches, checked where they come in ===
+
+
+def checked(x, limits, refused=None):
+    """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits`
+    (input name -> `checks.IdsLimit`s / `checks.LengthLimit`s): a dict in
+    memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
+    batch by batch, a refused batch's `ValueError` kept in the list `refused`
+    for `reported`; anything else as it is.
+
+    Example:
+
+    >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
+    >>> checked({"token_ids": np.array([[1, 2]])}, limits)["token_ids"].tolist()
+    [[1, 2]]
+    >>> checked({"token_ids": np.array([[1, 5]])}, limits)
+    Traceback (most recent call last):
+    ...
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 5. ...
+    """
+    if isinstance(x, dict):
+        checks.check_batch(x, limits)
+        return x
+    if isinstance(x, tf.data.Dataset):
+        return checked_dataset(x, limits, [] if refused is None else refused)
+    return x
+
+
+def checked_dataset(dataset, limits, refused):
+    """`dataset` (batches of packed dicts, alone or first in a tuple) with
+    each batch checked on the host (`checks.check_batch`, naming the batch),
+    a refused batch's `ValueError` kept in the list `refused`; other datasets
+    as they are.
+
+    Example:
+
+    >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
+    >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
+    >>> next(iter(checked_dataset(data, limits, [])))["token_ids"].numpy().tolist()
+    [[1, 2]]
+    """
+    spec = dataset.element_spec
+    features = spec[0] if isinstance(spec, tuple) else spec
+    if not isinstance(features, dict) or not set(features) & set(limits):
+        return dataset
+    names = sorted(set(features) & set(limits))
+
+    def check(index, *values):
+        where = f" Found in batch {index} of the dataset (counting from 0)."
+        checks.check_batch(dict(zip(names, values)), limits, where)
+
+    def check_element(index, element):
+        inputs = element[0] if isinstance(element, tuple) else element
+        dense = [_dense(inputs[name]) for name in names]
+        inputs = on_host(check, refused, inputs, index, *dense)
+        return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
+
+    return dataset.enumerate().map(check_element)
+
+
+def on_host(check, refused, tensors, *values):
+    """`tensors` (a structure) made to wait for `check(*values)`, run on the
+    host inside a `tf.data` pipeline; a `ValueError` it raises stops the
+    pipeline and goes to the list `refused` (the call's), for `reported` to
+    raise as it is.
+
+    Example:
+
+    >>> def positive(values):
+    ...     if values.min() < 0:
+    ...         raise ValueError("negative")
+    >>> on_host(positive, [], tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
+    [1, 2]
+    """
+    def run(*arrays):
+        try:
+            check(*arrays)
+        except ValueError as error:
+            refused.append(error)
+            return np.bool_(False)
+        return np.bool_(True)
+
+    # Raising inside the Python function would make TensorFlow log its traceback.
+    passed = tf.numpy_function(run, list(values), tf.bool)
+    done = tf.debugging.Assert(passed, ["A batch was refused by kzoo's checks."])
+    with tf.control_dependencies([done]):
+        return tf.nest.map_structure(tf.identity, tensors)
+
+
+def _dense(value):
+    return value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
+
+
+@contextlib.contextmanager
+def reported(model, refused=()):
+    """Runs a `fit`/`evaluate`/`predict` of `model`: its weights kept on JAX
+    (`kzoo.backend.keep_state_on_error`), its steps traced without checks (the
+    data was checked where it came in), and a batch refused inside `tf.data`
+    raised as the `ValueError` the check raised (the last in `refused`, the
+    list the call's datasets were checked with).
+
+    Example:
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> with reported(model):
+    ...     model.predict(np.ones((1, 2)), verbose=0).shape
+    (1, 1)
+    """
+    try:
+        with keep_state_on_error(model), checks.checked_upstream():
+            yield
+    except tf.errors.OpError:
+        if not refused:
+            raise
+        raise refused[-1] from None

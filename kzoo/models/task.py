@@ -4,7 +4,7 @@ With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
 them), packed by TensorFlow on the CPU outside the compiled model. Text in
 memory takes one way in (`Task._prepare`): examples checked, packed, ids and
-lengths checked once (`kzoo.models.batch_checks`), then batched by length
+lengths checked once (`kzoo.models.input_checks`), then batched by length
 (`kzoo.models.batching`); a dataset is packed batch by batch and each batch
 checked in the pipeline. Packed inputs (a dict) skip the packing.
 """
@@ -16,10 +16,10 @@ import keras
 import tensorflow as tf
 
 from kzoo import presets
-from kzoo.models import batch_checks, batching, label_names as label_ids, serialization
+from kzoo.models import batching, input_checks, serialization
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY, LengthBatches
-from kzoo.models.input_checks import check_examples, to_tensors
+from kzoo.models.input_checks import check_examples, checked, checked_dataset, on_host, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
 
@@ -207,7 +207,7 @@ class Task(BaseModel):
         list `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         if isinstance(x, tf.data.Dataset):
-            x = batch_checks.checked_dataset(self._packed_dataset(x, refused), self.backbone.input_limits(), refused)
+            x = checked_dataset(self._packed_dataset(x, refused), self.backbone.input_limits(), refused)
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
         if not isinstance(x, (dict, *IN_MEMORY)):  # a generator, a PyDataset: Keras' own
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
@@ -231,7 +231,7 @@ class Task(BaseModel):
         limits = self.backbone.input_limits()
         if not isinstance(x, dict):
             x, y, sample_weight = batching.packed(self._require_preprocessor(), x, y, sample_weight)
-            return batch_checks.checked(x, limits), y, sample_weight
+            return checked(x, limits), y, sample_weight
         x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}  # NumPy on every backend
         unknown = set(x) - set(self.input)
         if unknown or "token_ids" not in x:
@@ -240,7 +240,7 @@ class Task(BaseModel):
                 f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
                 f"(`token_ids` required); got {found}."
             )
-        return self.complete_inputs(batch_checks.checked(x, limits)), y, sample_weight
+        return self.complete_inputs(checked(x, limits)), y, sample_weight
 
     def _packed_dataset(self, dataset, refused):
         spec = dataset.element_spec
@@ -283,14 +283,14 @@ class Task(BaseModel):
         self.check_label_shape(first.shape)
         if first.dtype == tf.string and self.label_names_argument:
             names = getattr(self, self.label_names_argument)
-            first = label_ids.names_to_ids(first, names, self.label_names_argument, owner)
+            first = input_checks.names_to_ids(first, names, self.label_names_argument, owner)
         self._check_labels(first, packed)
         return (first, *labels[1:]) if isinstance(labels, tuple) else first
 
     def _check_labels(self, labels, packed):
         """A `ValueError` for labels that are not integers inside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        found = None if bounds is None else label_ids.label_range(labels)
+        found = None if bounds is None else input_checks.label_range(labels)
         if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
             raise ValueError(
                 f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
@@ -303,12 +303,12 @@ class Task(BaseModel):
         `label_bounds` on the host (the messages of labels in memory)."""
         if self.label_names_argument:
             names, argument = getattr(self, self.label_names_argument), self.label_names_argument
-            labels = label_ids.names_to_ids_in_graph(labels, names, argument, type(self).__name__)
+            labels = input_checks.names_to_ids_in_graph(labels, names, argument, type(self).__name__)
         if labels is None or self.label_bounds(packed) is None:
             return labels
         first = labels[0] if isinstance(labels, tuple) else labels
         values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
-        return batch_checks.on_host(lambda found: self._check_labels(found, packed), refused, labels, values)
+        return on_host(lambda found: self._check_labels(found, packed), refused, labels, values)
 
     # === Compilation ===
 
@@ -389,7 +389,7 @@ class Task(BaseModel):
         (3, 2)
         """
         parameters = inspect.signature(cls.__init__).parameters
-        head = serialization.constructor_parameters(cls, skip=PARTS + label_ids.ARGUMENTS)  # shape the head
+        head = serialization.constructor_parameters(cls, skip=PARTS + input_checks.ARGUMENTS)  # shape the head
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
         if changed:
@@ -406,7 +406,7 @@ class Task(BaseModel):
             task = presets.load(cls, preset, load_weights, **kwargs)
         except TypeError:  # the new head's size was neither given nor found in the checkpoint
             missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
-            if cls.head_size in head and not {cls.head_size, *label_ids.ARGUMENTS} & set(kwargs):
+            if cls.head_size in head and not {cls.head_size, *input_checks.ARGUMENTS} & set(kwargs):
                 missing.append(cls.head_size)
             if saved is not None or not missing:
                 raise

@@ -7,8 +7,8 @@ from keras import ops
 from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
-from kzoo.models.backbone import Backbone
-from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
+from kzoo.models.backbone import Backbone, arrays_from_lists, check_id_inputs, missing_token_ids
+from kzoo.models.input_checks import check_ints
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 TEXT_HINT = (

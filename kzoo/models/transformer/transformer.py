@@ -427,7 +427,7 @@ class Transformer(TransformerGeneration, Backbone):
     def loss_counts(self, y, sample_weight=None):
         """The (weighted) non-padding target tokens of each pair: the default
         loss's mean is over them (sec. 5.4); under gradient accumulation `fit`
-        normalises over a whole group's (`kzoo.models.accumulation`)."""
+        normalises over a whole group's (`kzoo.models.batching`)."""
         return {"tokens": ops.sum(token_weights(y, self.padding_id, sample_weight), axis=-1)}
 
 
