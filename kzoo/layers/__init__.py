@@ -9,8 +9,7 @@ from kzoo.layers.multi_head_attention import (
     merge_attention_masks,
     padding_attention_mask,
 )
-from kzoo.layers.position_encoding import PositionEmbedding, SinusoidalPositionEncoding
-from kzoo.layers.token_embedding import TokenEmbedding
+from kzoo.layers.embeddings import PositionEmbedding, SinusoidalPositionEncoding, TokenEmbedding
 from kzoo.layers.transformer_decoder_block import TransformerDecoderBlock
 from kzoo.layers.transformer_encoder_block import TransformerEncoderBlock
 
