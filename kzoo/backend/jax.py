@@ -53,7 +53,7 @@ def raise_in_step(error_for, *values):
     (NumPy values) unless it is None, failing the compiled step at once with
     that message, and `LOST_WEIGHTS`, inside a `jax.errors.JaxRuntimeError`.
     Keras' steps donate the weights: a failed step loses them (see
-    `kzoo.backend.checks`).
+    `kzoo.backend`).
 
     Example:
 

@@ -1,7 +1,7 @@
 """TensorFlow: dropout's draws under XLA, and kzoo's checks in its graphs.
 
 Under XLA, TensorFlow cannot check id ranges inside the compiled step: kzoo's
-models check each batch before it (`kzoo.backend.checks`), and a step
+models check each batch before it (`kzoo.backend`), and a step
 compiled outside them (a user's own `keras.Model` around a kzoo backbone,
 with `jit_compile=True`) gets a warning when it is traced (`assert_in_graph`).
 """
@@ -49,7 +49,7 @@ def assert_in_graph(tensor, bounds, template):
     `(ok, values)`, and whatever uses the returned copy (a lookup, a weight
     update) waits for an assertion that fails with `template` formatted with
     `values` ("{}" each). Under XLA, which drops assertion ops, `tensor` as
-    is, with a warning (see `kzoo.backend.checks`).
+    is, with a warning (see `kzoo.backend`).
 
     Example:
 

@@ -30,7 +30,7 @@ import os
 import keras
 import numpy as np
 
-from kzoo.backend.checks import checked_upstream
+from kzoo.backend import checked_upstream
 from kzoo.data.padding_ladder import length_ladder
 from kzoo.export import onnx_tracing
 from kzoo.export.onnx_tracing import InputSpec

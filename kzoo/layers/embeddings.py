@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from kzoo import backend
-from kzoo.backend.checks import VOCABULARY_ADVICE, check_ids_in_range, check_positions_fit
+from kzoo.backend import VOCABULARY_ADVICE, check_ids_in_range, check_positions_fit
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -24,7 +24,7 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     row, as Keras does) plus an id check: out-of-range ids raise the same `ValueError`
     on every backend in eager calls, where Keras' JAX embedding would return
     NaN rows silently, and fail compiled steps with the same message (see
-    `kzoo.backend.checks`). `ids_advice`, the message's last sentence, says
+    `kzoo.backend`). `ids_advice`, the message's last sentence, says
     what to do; a model may set it for a table of other ids (BERT's segments).
 
     Args:
@@ -177,7 +177,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     A trainable `(max_sequence_length, hidden_dim)` table; position `p` reads
     row `p`. Positions past the table raise a `ValueError` naming both
-    lengths, on every backend (see `kzoo.backend.checks.check_positions_fit`).
+    lengths, on every backend (see `kzoo.backend.check_positions_fit`).
 
     Args:
         max_sequence_length: int. The number of rows (512 for BERT).

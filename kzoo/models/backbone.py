@@ -136,7 +136,7 @@ class Backbone(BaseModel):
 
     def input_limits(self):
         """What the inputs' values must respect: input name -> a list of
-        `kzoo.backend.checks.IdsLimit` (ids inside an embedding table) and
+        `kzoo.backend.IdsLimit` (ids inside an embedding table) and
         `LengthLimit` (the last axis inside the position table). Defaults to
         none.
 

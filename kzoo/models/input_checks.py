@@ -6,13 +6,13 @@ on every backend, saying what to change.
 
 Inside a compiled step an out-of-range id cannot always stop the step before
 it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
-the weights, see `kzoo.backend.checks`). So kzoo's models check what they are
+the weights, see `kzoo.backend`). So kzoo's models check what they are
 given before Keras runs a step: packed inputs in memory all at once (a
 `ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
 pipeline, on the host (`on_host`): the first bad batch stops the run before
 its step with the same `ValueError`, kept as raised in a list that belongs to
 the call (`refused`) and re-raised by `reported`. The steps themselves then
-run without checks (`kzoo.backend.checks.checked_upstream`).
+run without checks (`kzoo.backend.checked_upstream`).
 """
 
 import contextlib
@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo.backend import checks, keep_state_on_error
+from kzoo import backend
 from kzoo.tokenizers.inputs import check_strings
 
 
@@ -468,14 +468,14 @@ def _no_names(argument, owner, what):
 
 def checked(x, limits, refused=None):
     """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits`
-    (input name -> `checks.IdsLimit`s / `checks.LengthLimit`s): a dict in
+    (input name -> `backend.IdsLimit`s / `backend.LengthLimit`s): a dict in
     memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
     batch by batch, a refused batch's `ValueError` kept in the list `refused`
     for `reported`; anything else as it is.
 
     Example:
 
-    >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
+    >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
     >>> checked({"token_ids": np.array([[1, 2]])}, limits)["token_ids"].tolist()
     [[1, 2]]
     >>> checked({"token_ids": np.array([[1, 5]])}, limits)
@@ -484,7 +484,7 @@ def checked(x, limits, refused=None):
     ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 5. ...
     """
     if isinstance(x, dict):
-        checks.check_batch(x, limits)
+        backend.check_batch(x, limits)
         return x
     if isinstance(x, tf.data.Dataset):
         return checked_dataset(x, limits, [] if refused is None else refused)
@@ -493,13 +493,13 @@ def checked(x, limits, refused=None):
 
 def checked_dataset(dataset, limits, refused):
     """`dataset` (batches of packed dicts, alone or first in a tuple) with
-    each batch checked on the host (`checks.check_batch`, naming the batch),
+    each batch checked on the host (`backend.check_batch`, naming the batch),
     a refused batch's `ValueError` kept in the list `refused`; other datasets
     as they are.
 
     Example:
 
-    >>> limits = {"token_ids": [checks.IdsLimit(5, "token ids")]}
+    >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
     >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
     >>> next(iter(checked_dataset(data, limits, [])))["token_ids"].numpy().tolist()
     [[1, 2]]
@@ -512,7 +512,7 @@ def checked_dataset(dataset, limits, refused):
 
     def check(index, *values):
         where = f" Found in batch {index} of the dataset (counting from 0)."
-        checks.check_batch(dict(zip(names, values)), limits, where)
+        backend.check_batch(dict(zip(names, values)), limits, where)
 
     def check_element(index, element):
         inputs = element[0] if isinstance(element, tuple) else element
@@ -573,7 +573,7 @@ def reported(model, refused=()):
     (1, 1)
     """
     try:
-        with keep_state_on_error(model), checks.checked_upstream():
+        with backend.keep_state_on_error(model), backend.checked_upstream():
             yield
     except tf.errors.OpError:
         if not refused:

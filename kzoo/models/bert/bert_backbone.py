@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
+from kzoo.backend import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone, arrays_from_lists, check_id_inputs, missing_token_ids
@@ -115,7 +115,7 @@ class BertBackbone(Backbone):
 
     Token or segment ids outside their tables, and sequences longer than
     `max_sequence_length`, raise a `ValueError` on every backend, and stop
-    compiled steps with the same message (`kzoo.backend.checks`;
+    compiled steps with the same message (`kzoo.backend`;
     `input_limits`, checked before each step of kzoo's own `fit`).
 
     Example:

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import IdsLimit, LengthLimit, check_ids_in_range, check_positions_fit
+from kzoo.backend import IdsLimit, LengthLimit, check_ids_in_range, check_positions_fit
 from kzoo.layers import (
     Dropout,
     PositionEmbedding,
@@ -342,7 +342,7 @@ class Transformer(TransformerGeneration, Backbone):
         """`ValueError`s, the same on every backend, for ids outside the
         vocabulary and sequences longer than `max_sequence_length`, wherever
         the values or the length are known (eager calls; static shapes);
-        compiled steps fail with the same message (`kzoo.backend.checks`).
+        compiled steps fail with the same message (`kzoo.backend`).
         Returns `token_ids` (in a TensorFlow graph, a copy tied to the check).
 
         Args:
