@@ -11,6 +11,8 @@
 """
 
 import contextlib
+import functools
+import operator
 import os
 
 import keras
@@ -21,7 +23,7 @@ from keras import ops
 from kzoo import backend
 from kzoo.layers import lora
 from kzoo.models import batching, quantization, serialization
-from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream
+from kzoo.models.batching import padded_to, resumed_stream
 from kzoo.models.input_checks import check_int, reported
 from kzoo import atomic
 
@@ -268,9 +270,12 @@ class BaseModel(keras.Model):
         a `tf.data.Dataset`, which shuffles itself."""
         if self.compiles_itself and not self.compiled:
             self.compile()
-        check_int(epochs, "epochs", type(self).__name__, minimum=0)
+        owner = type(self).__name__
+        check_int(epochs, "epochs", owner, minimum=0)
         if validation_data is None:
-            x, y, sample_weight, validation_data = batching.held_out(x, y, sample_weight, validation_split, self)
+            x, y, sample_weight, validation_data = batching.held_out(x, y, sample_weight, validation_split, owner)
+        elif not isinstance(validation_data, tuple):
+            validation_data = batching.validation_tuple(validation_data, y, owner)
         validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
@@ -280,13 +285,13 @@ class BaseModel(keras.Model):
         counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
         train, data = batching.accumulated(self, train, data, order, counts_tokens)
         if data is not None:
-            callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
+            follow = keras.callbacks.LambdaCallback(on_epoch_begin=data.set_epoch)  # a resumed fit: its epoch
+            callbacks, shuffle = [*(callbacks or []), follow], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
-            unpacked = batching.validation_tuple(validation_data, y, self)
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
-            held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(unpacked)
+            held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(validation_data)
             held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
         if getattr(self, "_default_optimizer_pending", False):
@@ -357,8 +362,8 @@ class BaseModel(keras.Model):
                 outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
         if data is None:
             return outputs
-        back = np.argsort(data.rows())  # the caller's order
-        return keras.tree.map_structure(lambda array: array[back], outputs)
+        back = np.argsort(np.concatenate(data.batches))  # the caller's order
+        return keras.tree.map_structure(operator.itemgetter(back), outputs)
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:
@@ -372,13 +377,16 @@ class BaseModel(keras.Model):
         # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
         # the sequence padded back so that batches of different lengths concatenate.
         length = getattr(self, "_output_length", None)
-        return backend.map_predictions(
-            super().predict_step(*args),
-            lambda outputs: outputs if length is None else padded_to(length, outputs, self.output),
-        )
+        step = super().predict_step(*args)
+        if length is None:
+            return step
+        return backend.map_predictions(step, functools.partial(padded_to, length, symbolic_outputs=self.output))
 
     def _pad_outputs_to(self, length):
-        if not any(size is None for output in keras.tree.flatten(self.output) for size in output.shape[1:]):
+        for output in keras.tree.flatten(self.output):
+            if None in tuple(output.shape[1:]):
+                break
+        else:
             length = None  # no output along the sequence (e.g. embeddings): one traced step for every length
         if length != getattr(self, "_output_length", None):
             self._output_length = length

@@ -5,7 +5,7 @@ order that depends only on `(seed, epoch)`.
 Keras shuffles arrays in memory from a random state that lives only in the
 running process, drawn once per epoch: a `fit` resumed at epoch k by
 `keras.callbacks.BackupAndRestore` would draw epoch 0's order again. Here
-epoch k's batches come from `(seed, k)` (`length_batches`), and `FollowEpochs`
+epoch k's batches come from `(seed, k)` (`length_batches`), and `LengthBatches.set_epoch`
 tells the data which epoch Keras is in; `seed` is drawn from NumPy's global
 generator when `fit` starts, so a script seeded with
 `keras.utils.set_random_seed` gets the same batches when it is run again to resume.
@@ -99,18 +99,24 @@ class LengthBatches(keras.utils.PyDataset):
         self.accumulation_steps, self.counts = steps, counts
         self.set_epoch(0)
 
-    def set_epoch(self, epoch):
-        """Batches the examples as epoch `epoch` (0-based, as Keras counts)."""
+    def set_epoch(self, epoch, logs=None):
+        """Batches the examples as epoch `epoch` (0-based, as Keras counts);
+        a `keras.callbacks.LambdaCallback`'s `on_epoch_begin` (`logs` unused),
+        so that a resumed `fit` begins at the epoch it resumes.
+
+        Example:
+
+        >>> data = LengthBatches({"ids": np.arange(4)}, batch_size=4, order="shuffled", seed=0)
+        >>> data.set_epoch(2)
+        >>> sorted(data.batches[0].tolist())
+        [0, 1, 2, 3]
+        """
         keys = self.rungs if self.order == "shuffled" else self.lengths
         size = self.batch_size * self.accumulation_steps
         self.batches = length_batches(keys, size, self.order, self.seed, epoch)
         if self.accumulation_steps > 1:
             self.batches, self.normalisers = micro_batches(
                 self.batches, self.accumulation_steps, self.counts)
-
-    @property
-    def num_batches(self):
-        return len(self.batches)
 
     def __len__(self):
         return len(self.batches)
@@ -129,11 +135,6 @@ class LengthBatches(keras.utils.PyDataset):
             length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length, ladder=self.ladder)
             x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
-
-    def rows(self):
-        """Which example each row of the concatenated batches is (to put
-        `predict`'s outputs back in the caller's order)."""
-        return np.concatenate(self.batches) if self.batches else np.zeros(0, "int64")
 
     def signature(self):
         """The batches' `tf.TensorSpec`s: batch and sequence axes unknown."""
@@ -180,9 +181,12 @@ def packed(preprocessor, x, y=None, sample_weight=None):
     chunks = []
     starts = range(0, num_rows(x), PACKING_CHUNK)
     for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
-        part = [row_range(value, start, start + PACKING_CHUNK) for value in (x, y, sample_weight)]
+        stop = start + PACKING_CHUNK
+        part = row_range(x, start, stop), row_range(y, start, stop), row_range(sample_weight, start, stop)
         outputs = _traced_call(preprocessor, settings, part[0]) if traced else preprocessor.call(*part)
         chunks.append(keras.tree.map_structure(_to_numpy, keras.utils.unpack_x_y_sample_weight(outputs)))
+    if len(chunks) == 1:
+        return chunks[0]
     return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
 
 
@@ -225,45 +229,6 @@ def padded_to(length, outputs, symbolic_outputs):
     return keras.tree.map_structure(pad, outputs, symbolic_outputs)
 
 
-def split_off(value, fraction):
-    """`(first, last)`: the last `fraction` of the examples held out, as Keras'
-    `validation_split` does: text, labels or weights in memory, or a dict of
-    packed arrays.
-
-    Example:
-
-    >>> split_off({"token_ids": np.arange(8).reshape(4, 2)}, 0.25)[1]["token_ids"].numpy().tolist()
-    [[6, 7]]
-    """
-    if isinstance(value, dict):
-        parts = {key: split_rows(to_tensors(array), fraction) for key, array in value.items()}
-        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
-    return split_rows(to_tensors(value), fraction)
-
-
-class FollowEpochs(keras.callbacks.Callback):
-    """Sets a `LengthBatches`' epoch as each epoch of `fit` begins (a resumed
-    `fit` begins at the epoch it resumes).
-
-    Args:
-        data: LengthBatches. The training data of the `fit`.
-
-    Example:
-
-    >>> data = LengthBatches({"ids": np.arange(4)}, batch_size=4, order="shuffled", seed=0)
-    >>> FollowEpochs(data).on_epoch_begin(2)
-    >>> sorted(data.batches[0].tolist())
-    [0, 1, 2, 3]
-    """
-
-    def __init__(self, data):
-        super().__init__()
-        self.data = data
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.data.set_epoch(epoch)
-
-
 def resumed_stream(dataset, callbacks, steps_per_epoch):
     """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
     `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
@@ -301,63 +266,24 @@ def resumed_stream(dataset, callbacks, steps_per_epoch):
     return dataset
 
 
-def split_rows(value, fraction):
-    """`(first, last)`: the last `fraction` of the rows held out, as Keras'
-    `validation_split` does, for a tensor, a tuple of tensors or None.
-
-    Example:
-
-    >>> train, held_out = split_rows(to_tensors(["a", "b", "c", "d"]), 0.25)
-    >>> held_out.numpy().tolist()
-    [b'd']
-    """
-    if value is None:
-        return None, None
-    cut = int(num_rows(value) * (1.0 - fraction))
-    return row_range(value, 0, cut), row_range(value, cut, None)
-
-
 # === What `fit` does beside: held-out examples, validation data ===
 
 
-def held_out(x, y, sample_weight, fraction, model):
+def held_out(x, y, sample_weight, fraction, owner):
     """`(x, y, sample_weight, validation_data)`: the last `fraction` of the
     examples held out as Keras' `validation_split` holds them (before
-    shuffling; raw text and label names too), checked first
-    (`check_validation_split`); validation_data is None for 0.
+    shuffling; raw text and label names too); validation_data is None for 0.
+    `ValueError`s, before any work, for a fraction that holds out nothing
+    usable: not a number in [0, 1), data not in memory (a dataset or
+    generator, which cannot be cut before it is read), or a cut that leaves
+    no example on one side.
 
     Example:
 
     >>> x, y, _, held = held_out(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25, "BertClassifier")
     >>> [t.numpy().tolist() for t in held[:2]]
     [[b'd'], [1]]
-    """
-    owner = model if isinstance(model, str) else type(model).__name__
-    if not check_validation_split(fraction, x, owner):
-        return x, y, sample_weight, None
-    (x, held_x), (y, held_y), (sample_weight, held_w) = (split_off(v, fraction) for v in (x, y, sample_weight))
-    return x, y, sample_weight, (held_x, held_y, held_w)
-
-
-def check_validation_split(fraction, x, owner):
-    """`ValueError`s for a `validation_split` that holds out nothing usable,
-    before any work: not a number in [0, 1), data not in memory (a dataset
-    or generator, which cannot be cut before it is read), or a cut that
-    leaves no example on one side. 0 holds out nothing (Keras' default).
-
-    Args:
-        fraction: the `validation_split` given to `fit`.
-        x: the training examples.
-        owner: str. The model's class name, for the messages.
-
-    Returns:
-        The fraction, a float.
-
-    Example:
-
-    >>> check_validation_split(0.25, ["a", "b", "c", "d"], "BertClassifier")
-    0.25
-    >>> check_validation_split(0.9, ["a", "b", "c", "d"], "BertClassifier")
+    >>> held_out(["a", "b", "c", "d"], None, None, 0.9, "BertClassifier")
     Traceback (most recent call last):
     ...
     ValueError: BertClassifier: validation_split=0.9 of 4 examples leaves 0 for training. ...
@@ -369,7 +295,7 @@ def check_validation_split(fraction, x, owner):
             f"out (the last ones, as Keras does); got {fraction!r} ({type(fraction).__name__})."
         )
     if not fraction:
-        return 0.0
+        return x, y, sample_weight, None
     rows = num_rows(x, owner) if isinstance(x, (dict, *IN_MEMORY)) and not isinstance(x, (str, bytes)) else None
     if rows is None:
         raise ValueError(
@@ -384,11 +310,24 @@ def check_validation_split(fraction, x, owner):
             f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for {side}. Give "
             "more examples or another fraction."
         )
-    return float(fraction)
+    (x, held_x), (y, held_y), (weight, held_w) = _cut(x, fraction), _cut(y, fraction), _cut(sample_weight, fraction)
+    return x, y, weight, (held_x, held_y, held_w)
 
 
-def validation_tuple(validation_data, y, model):
-    """`validation_data` as a tuple `(x[, y[, sample_weight]])`; a `ValueError`
+def _cut(value, fraction):
+    # `(first, last)`: text, labels or weights in memory (or a dict of packed arrays), the last `fraction` held out.
+    if isinstance(value, dict):
+        parts = {key: _cut(array, fraction) for key, array in value.items()}
+        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
+    value = to_tensors(value)
+    if value is None:
+        return None, None
+    cut = int(num_rows(value) * (1.0 - fraction))
+    return row_range(value, 0, cut), row_range(value, cut, None)
+
+
+def validation_tuple(validation_data, y, owner):
+    """`validation_data` (not a tuple) as a tuple `(x,)`; a `ValueError`
     for examples without labels where the training ones have some (a list
     of texts is examples, not `[x, y]`).
 
@@ -397,10 +336,7 @@ def validation_tuple(validation_data, y, model):
     >>> validation_tuple(["a text"], None, "BertClassifier")
     (['a text'],)
     """
-    if isinstance(validation_data, tuple):
-        return validation_data
     if y is not None and isinstance(validation_data, IN_MEMORY):
-        owner = model if isinstance(model, str) else type(model).__name__
         raise ValueError(
             f"{owner}: the training examples have labels but validation_data has "
             f"none (got a {type(validation_data).__name__}). Pass validation_data=(x_val, y_val) "
@@ -414,7 +350,7 @@ def accumulated(model, train, data, order, counts_tokens):
     them the big batch (`kzoo.models.batching`), when `model`'s
     optimizer accumulates gradients and its loss `counts_tokens` (declares
     `loss_counts`)."""
-    steps = accumulation_steps(model.optimizer)
+    steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
     if steps == 1 or not counts_tokens:
         return train, data
     if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
@@ -442,8 +378,6 @@ def accumulated(model, train, data, order, counts_tokens):
 
 # === Gradient accumulation that equals the big batch for token-level losses ===
 #
-# Gradient accumulation that equals the big batch for token-level losses.
-#
 # Keras' optimizer with `gradient_accumulation_steps=k` updates once every k
 # micro-batches with the *mean* of their gradients. A loss that is a mean over
 # each micro-batch's tokens then weighs a token of a micro-batch with few real
@@ -468,21 +402,6 @@ def accumulated(model, train, data, order, counts_tokens):
 
 NORMALISERS = "loss_normalisers"
 SAMPLE_WEIGHT = "sample_weight"
-
-
-def accumulation_steps(optimizer):
-    """Micro-batches per optimizer update: the optimizer's
-    `gradient_accumulation_steps`, 1 without accumulation.
-
-    Example:
-
-    >>> import keras
-    >>> accumulation_steps(keras.optimizers.Adam(gradient_accumulation_steps=4))
-    4
-    >>> accumulation_steps(keras.optimizers.Adam()), accumulation_steps(None)
-    (1, 1)
-    """
-    return int(getattr(optimizer, "gradient_accumulation_steps", None) or 1)
 
 
 def micro_batches(groups, steps, counts):

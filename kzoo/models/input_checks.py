@@ -194,9 +194,9 @@ def _check_items(value, name, caller):
     numbers only: a `ValueError` naming the first item that is neither."""
     if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
         return
-    if {type(item) for item in value} <= {str, bytes, int}:  # flat strings or ints: mixed ones found below
-        if all(type(item) is int for item in value) or not any(type(item) is int for item in value):
-            return
+    types = set(map(type, value))
+    if types <= {str, bytes, int} and (types <= {int} or int not in types):  # flat strings or ints, not mixed
+        return
     flat = list(_leaves(value))
     if any(isinstance(item, (str, bytes)) for item in flat):
         return check_strings(value, caller, name)
@@ -358,32 +358,13 @@ def names_to_ids(labels, names, argument, owner):
     flat = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
     values = flat.numpy()
     found, positions = np.unique(values.ravel(), return_inverse=True)
-    found = [value.decode("utf-8") for value in found]
-    _check_known(found, names, argument, owner)
-    index = {name: i for i, name in enumerate(names)}
-    ids = tf.constant(np.array([index[name] for name in found], "int64")[positions].reshape(values.shape))
+    found = list(map(bytes.decode, found))  # UTF-8
+    unknown = sorted(set(found) - set(names or ()))
+    if names is None or unknown:
+        raise _unknown_names(found, unknown, names, argument, owner)
+    index = dict(zip(names, range(len(names))))
+    ids = tf.constant(np.array(list(map(index.get, found)), "int64")[positions].reshape(values.shape))
     return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
-
-
-def label_range(labels):
-    """`(lowest, highest)` of integer labels (a tensor, ragged too), None when
-    there are none; a `ValueError` for labels that are not integers (class
-    names, fractions).
-
-    Example:
-
-    >>> label_range(tf.ragged.constant([[0, 2], [1]]))
-    (0, 2)
-    """
-    values = np.asarray(labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels)
-    if values.size == 0:
-        return None
-    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
-        raise ValueError(
-            "Labels must be integer class ids; got values such as "
-            f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
-        )
-    return int(values.min()), int(values.max())
 
 
 def names_to_ids_in_graph(labels, names, argument, owner):
@@ -437,23 +418,20 @@ def ids_to_names(ids, names):
     >>> ids_to_names(np.array([1, 0]), ["neg", "pos"]), ids_to_names(np.array([1, 0]), None)
     (['pos', 'neg'], [1, 0])
     """
-    ids = np.asarray(ids).tolist()
+    ids = np.asarray(ids)
     if names is None:
-        return ids
-    return [ids_to_names(i, names) for i in ids] if isinstance(ids, list) else names[ids]
+        return ids.tolist()
+    return np.asarray(names, dtype=object)[ids].tolist() if ids.ndim else names[int(ids)]
 
 
-def _check_known(found, names, argument, owner):
+def _unknown_names(found, unknown, names, argument, owner):
     if names is None:
-        raise ValueError(_no_names(argument, owner, f"strings ({found[:3]!r})"))
-    known = set(names)
-    unknown = [value for value in found if value not in known]
-    if unknown:
-        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        raise ValueError(
-            f"{owner} got labels that are none of its {argument}: {unknown[:5]!r}{more}. Its "
-            f"{argument} are {names!r:.300} (label ids 0 to {len(names) - 1}, in that order)."
-        )
+        return ValueError(_no_names(argument, owner, f"strings ({found[:3]!r})"))
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    return ValueError(
+        f"{owner} got labels that are none of its {argument}: {unknown[:5]!r}{more}. Its "
+        f"{argument} are {names!r:.300} (label ids 0 to {len(names) - 1}, in that order)."
+    )
 
 
 def _no_names(argument, owner, what):

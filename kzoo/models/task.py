@@ -13,6 +13,7 @@ import inspect
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kzoo import presets
@@ -109,25 +110,24 @@ class Task(BaseModel):
         return []
 
     def _unused_ids(self):
-        return {id(v) for v in self.unused_variables()} if self.trainable else set()
+        return set(map(id, self.unused_variables())) if self.trainable else set()
 
     @property
     def trainable_weights(self):
-        return [v for v in super().trainable_weights if id(v) not in self._unused_ids()]
+        weights, unused = super().trainable_weights, self._unused_ids()
+        return [v for v in weights if id(v) not in unused] if unused else weights
 
-    @property
-    def trainable_variables(self):
-        return self.trainable_weights
+    trainable_variables = trainable_weights
 
     @property
     def non_trainable_weights(self):
-        unused = self._unused_ids()
-        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
+        weights, unused = super().non_trainable_weights, self._unused_ids()
+        return weights + [v for v in self.weights if id(v) in unused] if unused else weights
 
     @property
     def non_trainable_variables(self):
-        unused = self._unused_ids()
-        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
+        variables, unused = super().non_trainable_variables, self._unused_ids()
+        return variables + [v for v in self.weights if id(v) in unused] if unused else variables
 
     # === Preprocessor ===
 
@@ -290,8 +290,18 @@ class Task(BaseModel):
     def _check_labels(self, labels, packed):
         """A `ValueError` for labels that are not integers inside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        found = None if bounds is None else input_checks.label_range(labels)
-        if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
+        if bounds is None:
+            return
+        values = np.asarray(labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels)
+        if values.size == 0:
+            return
+        if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+            raise ValueError(
+                "Labels must be integer class ids; got values such as "
+                f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+            )
+        found = int(values.min()), int(values.max())
+        if found[0] < bounds[0] or found[1] >= bounds[1]:
             raise ValueError(
                 f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
                 f"({self.head_size}={getattr(self, self.head_size)}). Fix the labels, or build the "

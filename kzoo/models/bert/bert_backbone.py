@@ -280,11 +280,10 @@ class BertBackbone(Backbone):
         # tensors from a preprocessor, on JAX or torch).
         native = ops.is_tensor(token_ids) or keras.backend.is_keras_tensor(token_ids)
         like = ops if native else np
-        defaults = {"segment_ids": like.zeros_like, "padding_mask": like.ones_like}
-        return {
-            "token_ids": token_ids,
-            **{name: inputs[name] if name in inputs else fill(token_ids) for name, fill in defaults.items()},
-        }
+        completed = {"token_ids": token_ids}
+        for name, fill in (("segment_ids", like.zeros_like), ("padding_mask", like.ones_like)):
+            completed[name] = inputs[name] if name in inputs else fill(token_ids)
+        return completed
 
     def _checked_inputs(self, inputs):
         unknown = set(inputs) - set(INPUT_NAMES)
