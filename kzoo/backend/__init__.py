@@ -51,6 +51,7 @@ when one disappears (a silently unused override would only be slower).
 
 import contextlib
 import contextvars
+import operator
 import os
 from typing import NamedTuple
 
@@ -107,7 +108,7 @@ def auto_jit_compile(model, keras_choice):
     if _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0":
         if getattr(model, "_distribute_strategy", None):
             return False
-        return all(layer.supports_jit for layer in model._flatten_layers())
+        return all(map(operator.attrgetter("supports_jit"), model._flatten_layers()))
     return keras_choice()
 
 

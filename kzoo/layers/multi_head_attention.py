@@ -300,8 +300,8 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         value = query if value is None else value
         q = self.query_dense(query)  # (B, T, h, d_k)
-        if cache is None:
-            k, v = self.compute_key_value(value, key)  # (B, S, h, d_k|d_v)
+        if cache is None:  # as `compute_key_value`
+            k, v = self.key_dense(value if key is None else key), self.value_dense(value)  # (B, S, h, d_k|d_v)
         elif cache_update_index is None:
             k, v = cache
         else:

@@ -16,6 +16,7 @@ sequence length was 0.46x on torch (benchmarks/real_text.py, 2026-11-27, AMD
 EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 """
 
+import functools
 import json
 import os
 import warnings
@@ -138,17 +139,13 @@ class LengthBatches(keras.utils.PyDataset):
 
     def signature(self):
         """The batches' `tf.TensorSpec`s: batch and sequence axes unknown."""
-
-        def spec(array, sequence):
-            shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
-            return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
-
         x, y, sample_weight = (*self[0], None, None)[:3]
-        x = {key: spec(value, key in SEQUENCE_KEYS) for key, value in x.items()}
-        y, sample_weight = (
-            None if v is None else keras.tree.map_structure(lambda a: spec(a, self.labels_per_token), v)
-            for v in (y, sample_weight)
-        )
+        x = dict(x)
+        for key, value in x.items():
+            x[key] = _spec(value, key in SEQUENCE_KEYS)
+        labels_spec = functools.partial(_spec, sequence=self.labels_per_token)
+        y = None if y is None else keras.tree.map_structure(labels_spec, y)
+        sample_weight = None if sample_weight is None else keras.tree.map_structure(labels_spec, sample_weight)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
     def for_keras(self):
@@ -197,6 +194,12 @@ def _call(preprocessor, settings, x):
 
 # tf.data code on every backend; each preprocessor's traces counted apart (no retracing warning).
 _traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, reduce_retracing=True, autograph=False))
+
+
+def _spec(array, sequence):
+    # A batch's `tf.TensorSpec`, batch (and with `sequence`, sequence) axes unknown.
+    shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
+    return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
 
 
 def _to_numpy(value):

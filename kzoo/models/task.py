@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo import presets
+from kzoo import backend, presets
 from kzoo.models import batching, input_checks, serialization
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY, LengthBatches
@@ -230,8 +230,10 @@ class Task(BaseModel):
         be the backbone's: one replaced since), packed inputs completed."""
         limits = self.backbone.input_limits()
         if not isinstance(x, dict):
-            x, y, sample_weight = batching.packed(self._require_preprocessor(), x, y, sample_weight)
-            return checked(x, limits), y, sample_weight
+            preprocessor = self.preprocessor if self.preprocessor is not None else self._require_preprocessor()
+            x, y, sample_weight = batching.packed(preprocessor, x, y, sample_weight)
+            backend.check_batch(x, limits)
+            return x, y, sample_weight
         x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}  # NumPy on every backend
         unknown = set(x) - set(self.input)
         if unknown or "token_ids" not in x:
