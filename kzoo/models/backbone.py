@@ -299,6 +299,7 @@ def holds_text(value):
 
     Example:
 
+    >>> import tensorflow as tf
     >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
     (True, False, True)
     """
