@@ -4,7 +4,7 @@ engine runs, and the functions here that pick one, with the input checks
 that read values (the last section). Model and layer code is
 plain `keras.ops`. Each mechanism that is not an adapter Keras needs
 (`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
-`inference_function`, `build_optimizer_before_fit`, `keep_state_on_error`,
+`inference_function`, `build_optimizer_before_fit`, `checked_upstream`,
 `dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its
 first sentence what it buys, as measured (2 CPU cores, AMD EPYC unless named;
 the documentation's benchmarks page).
@@ -173,22 +173,6 @@ def variable_length_batches(data):
     return tensorflow.generator_dataset(data, data.signature())
 
 
-def map_predictions(step_result, function):
-    """`function` applied to the outputs in what Keras' `predict_step`
-    returns: the outputs, or on JAX `(outputs, non_trainable_variables)`.
-
-    Example:
-
-    >>> result = map_predictions((1, "state") if _backend() == "jax" else 1, lambda y: y + 1)
-    >>> result[0] if _backend() == "jax" else result
-    2
-    """
-    if _backend() == "jax":
-        outputs, state = step_result
-        return function(outputs), state
-    return function(step_result)
-
-
 def dense_gradient(table):
     """Buys TensorFlow the Adam update JAX and torch make (1.3e-2 apart after
     one epoch of a tiny embedding model, 2026-11-27): `table` (an embedding
@@ -243,27 +227,6 @@ def without_retracing_warning(function):
     9
     """
     return tensorflow.without_retracing_warning(function) if _backend() == "tensorflow" else function
-
-
-def keep_state_on_error(model):
-    """Buys a JAX model that still works after a `fit`/`predict` that raised
-    (without it every later call fails: "'NoneType' object is not callable"):
-    a context manager re-attaching the weights (`jax.restore_state_on_error`),
-    nothing elsewhere.
-
-    Example:
-
-    >>> import keras, numpy as np
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> try:
-    ...     with keep_state_on_error(model):
-    ...         raise RuntimeError("bad batch")
-    ... except RuntimeError:
-    ...     pass
-    >>> model.predict(np.ones((1, 2)), verbose=0).shape
-    (1, 1)
-    """
-    return jax.restore_state_on_error(model) if _backend() == "jax" else contextlib.nullcontext()
 
 
 def dropout_uniform(shape, seed_generator):
@@ -404,40 +367,42 @@ def length_message(limit, first, last):
     )
 
 
-_UNCHECKED = contextvars.ContextVar("kzoo_checked_upstream", default=False)
+# True inside `checked_upstream`: the data was checked where it came in.
+CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False)
 
 
 @contextlib.contextmanager
-def checked_upstream():
-    """Inside: traced calls add no checks to their graph (no TensorFlow
-    assertion, no JAX host callback) and eager calls read no values (no
-    check per torch step), because the data was checked where it came in
-    (kzoo's own steps), or the graph goes to a runtime that could not run
-    them (ONNX).
+def checked_upstream(model=None, refused=()):
+    """Runs kzoo's own steps (`fit`, `evaluate`, `predict`, the `*_on_batch`
+    methods, `generate`) on data checked where it came in, or a graph traced
+    for a runtime that could not run checks (ONNX). Inside: traced calls add
+    no checks to their graph and eager calls read no values. It buys, on JAX,
+    a `model` that still works after a call that raised (without it every
+    later call fails: "'NoneType' object is not callable";
+    `jax.restore_state_on_error`); and a batch refused inside `tf.data`
+    (`kzoo.models.input_checks.on_host`) raised as the `ValueError` its check
+    raised, the last in `refused` (the list the call's datasets were checked with).
 
     Example:
 
     >>> import numpy as np
     >>> with checked_upstream():
-    ...     check_ids_in_range(np.array([[1, 2]]), 5, "token ids").tolist(), upstream_checked()
-    ([[1, 2]], True)
+    ...     check_ids_in_range(np.array([[1, 7]]), 5, "token ids").tolist(), CHECKED_UPSTREAM.get()
+    ([[1, 7]], True)
     """
-    token = _UNCHECKED.set(True)
+    import tensorflow as tf  # noqa: PLC0415 (loaded already: kzoo's data path)
+
+    token = CHECKED_UPSTREAM.set(True)
+    kept = jax.restore_state_on_error(model) if model is not None and _backend() == "jax" else contextlib.nullcontext()
     try:
-        yield
+        with kept:
+            yield
+    except tf.errors.OpError:
+        if not refused:
+            raise
+        raise refused[-1] from None
     finally:
-        _UNCHECKED.reset(token)
-
-
-def upstream_checked():
-    """Whether the data was checked where it came in (`checked_upstream`).
-
-    Example:
-
-    >>> upstream_checked()
-    False
-    """
-    return _UNCHECKED.get()
+        CHECKED_UPSTREAM.reset(token)
 
 
 def _template(message_function, limit):
@@ -469,7 +434,7 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
     ...
     ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. ...
     """
-    if _UNCHECKED.get():
+    if CHECKED_UPSTREAM.get():
         return ids
     limit = IdsLimit(vocabulary_size, what, advice)
     if is_concrete(ids):
@@ -524,7 +489,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
     ...
     ValueError: `position_embedding` got positions 0 to 599, but its position table holds only ...
     """
-    if _UNCHECKED.get():
+    if CHECKED_UPSTREAM.get():
         return sequence_length
     limit = LengthLimit(max_sequence_length, layer_name)
     end = start_index + sequence_length

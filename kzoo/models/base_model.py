@@ -12,7 +12,6 @@
 
 import contextlib
 import functools
-import operator
 import os
 
 import keras
@@ -23,8 +22,8 @@ from keras import ops
 from kzoo import backend
 from kzoo.layers import lora
 from kzoo.models import batching, quantization, serialization
-from kzoo.models.batching import padded_to, resumed_stream
-from kzoo.models.input_checks import check_int, reported
+from kzoo.models.batching import resumed_stream
+from kzoo.models.input_checks import check_int, num_rows
 from kzoo import atomic
 
 
@@ -298,7 +297,7 @@ class BaseModel(keras.Model):
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
             self._schedule_default_optimizer(train["x"], epochs, steps)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with reported(self, refused):
+        with backend.checked_upstream(self, refused):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
@@ -341,29 +340,34 @@ class BaseModel(keras.Model):
             self.compile()
         refused = []
         prepared = self._prepare(x, y, sample_weight, batch_size, refused=refused)[0]
-        with reported(self, refused):
+        with backend.checked_upstream(self, refused):
             return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict` on checked data (a task's also raw text).
 
-        Examples in memory run in batches of similar lengths; outputs come
-        back in the caller's order, a sequence axis at the packed length (0
-        beyond each batch's padded length)."""
+        Examples in memory run in batches of similar lengths, each by Keras'
+        `predict_on_batch` (with `callbacks` and a progress bar over several
+        batches); outputs come back in the caller's order, a sequence axis at
+        the packed length (0 beyond each batch's padded length)."""
         refused = []
         prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
-        self._pad_outputs_to(None if data is None else data.max_length)
-        with reported(self, refused):
-            if data is not None and len(data) == 1 and not kwargs:
-                # One batch (e.g. one request): Keras' step without its data pipeline and
-                # progress bar, 5 ms instead of 50 on TensorFlow.
-                outputs = super().predict_on_batch(data[0][0])
-            else:
-                outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
-        if data is None:
-            return outputs
-        back = np.argsort(np.concatenate(data.batches))  # the caller's order
-        return keras.tree.map_structure(operator.itemgetter(back), outputs)
+        with backend.checked_upstream(self, refused):
+            if data is None:
+                return super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
+            callbacks = keras.callbacks.CallbackList(
+                kwargs.get("callbacks"), add_progbar=verbose != 0 and len(data) > 1, verbose=verbose, epochs=1,
+                steps=len(data), model=self,
+            )
+            callbacks.on_predict_begin()
+            outputs = []
+            for index in range(len(data)):
+                callbacks.on_predict_batch_begin(index)
+                outputs.append(super().predict_on_batch(data[index][0]))
+                callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
+            callbacks.on_predict_end()
+        joined = functools.partial(batching.joined, data.batches, data.max_length)
+        return keras.tree.map_structure(joined, self.output, *outputs)
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:
@@ -372,25 +376,6 @@ class BaseModel(keras.Model):
         function = super().make_predict_function(force)  # None when it builds one (TensorFlow)
         backend.without_retracing_warning(self.predict_function)
         return function
-
-    def predict_step(self, *args):
-        # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
-        # the sequence padded back so that batches of different lengths concatenate.
-        length = getattr(self, "_output_length", None)
-        step = super().predict_step(*args)
-        if length is None:
-            return step
-        return backend.map_predictions(step, functools.partial(padded_to, length, symbolic_outputs=self.output))
-
-    def _pad_outputs_to(self, length):
-        for output in keras.tree.flatten(self.output):
-            if None in tuple(output.shape[1:]):
-                break
-        else:
-            length = None  # no output along the sequence (e.g. embeddings): one traced step for every length
-        if length != getattr(self, "_output_length", None):
-            self._output_length = length
-            self.predict_function = None  # traced with the old length
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """`keras.Model.train_on_batch` on a batch checked (a task's also
@@ -409,9 +394,9 @@ class BaseModel(keras.Model):
         ...
         ValueError: `token_embedding` ids must lie in [0, 50) (the embedding table has 50 rows), but got values ...
         """
-        x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
+        x, y, sample_weight = self._one_batch(x, y, sample_weight)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with reported(self):
+        with backend.checked_upstream(self):
             return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                           return_dict=return_dict)
 
@@ -429,8 +414,8 @@ class BaseModel(keras.Model):
         >>> float(backbone.test_on_batch(x, {"pooled_output": np.zeros((2, 8))})) >= 0
         True
         """
-        x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
-        with reported(self):
+        x, y, sample_weight = self._one_batch(x, y, sample_weight)
+        with backend.checked_upstream(self):
             return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
 
     def predict_on_batch(self, x):
@@ -445,18 +430,15 @@ class BaseModel(keras.Model):
         >>> backbone.predict_on_batch({"token_ids": np.ones((2, 4), "int32")})["sequence_output"].shape
         (2, 4, 8)
         """
-        x = self._one_batch(x, None, None, with_labels=False)[0]
-        with reported(self):
-            return super().predict_on_batch(x)
+        return self.predict(x, batch_size=num_rows(x) or None, verbose=0)
 
-    def _one_batch(self, x, y, sample_weight, with_labels):
-        # One batch as Keras' `*_on_batch` take it: checked, and raw text packed.
-        if with_labels and self.compiles_itself and not self.compiled:
+    def _one_batch(self, x, y, sample_weight):
+        # One batch as Keras' `train_on_batch` and `test_on_batch` take it: checked, and raw text packed.
+        if self.compiles_itself and not self.compiled:
             self.compile()
         prepared, data = self._prepare(x, y, sample_weight, order="given")
         if data is None:
             return prepared["x"], prepared["y"], prepared["sample_weight"]
-        self._pad_outputs_to(data.max_length)
         return (*data.batch(np.arange(data.size)), None, None)[:3]
 
     def _resolve_auto_jit_compile(self):

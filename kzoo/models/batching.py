@@ -206,30 +206,33 @@ def _to_numpy(value):
     return None if value is None else value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
-def padded_to(length, outputs, symbolic_outputs):
-    """`outputs` of one batch padded with 0 to `length` along the axes that
-    follow the sequence: those the functional graph's outputs leave unknown
-    (besides the batch axis).
+def joined(batches, length, symbolic, *parts):
+    """One output of `predict`'s batches as one NumPy array in the caller's
+    order, 0 beyond a batch's padded length along the axes the functional
+    graph leaves unknown (besides the batch axis): those along the sequence.
 
     Args:
-        length: int. The packed length.
-        outputs: a tensor or a structure of tensors. A batch's outputs.
-        symbolic_outputs: the same structure of `keras.KerasTensor`s (`model.output`).
+        batches: list of int arrays. The examples of each batch (`LengthBatches.batches`).
+        length: int or None. The packed length; None: the batches were not cut.
+        symbolic: `keras.KerasTensor`. The output in the graph (`model.output`).
+        *parts: NumPy arrays. The output of each batch.
 
     Example:
 
-    >>> keras.ops.convert_to_numpy(padded_to(4, np.ones((1, 2)), keras.KerasTensor((None, None)))).tolist()
-    [[1.0, 1.0, 0.0, 0.0]]
+    >>> joined([np.array([1]), np.array([0, 2])], 3, keras.KerasTensor((None, None)), np.ones((1, 1)), np.ones((2, 2)))
+    array([[1., 1., 0.],
+           [1., 0., 0.],
+           [1., 1., 0.]])
     """
-
-    def pad(output, symbolic):
-        axes = [i for i, size in enumerate(symbolic.shape) if i > 0 and size is None]
-        if not axes:
-            return output
-        shape = keras.ops.shape(output)
-        return keras.ops.pad(output, [[0, length - shape[i] if i in axes else 0] for i in range(len(shape))])
-
-    return keras.tree.map_structure(pad, outputs, symbolic_outputs)
+    shape = list(parts[0].shape)
+    for axis in range(1, len(shape)):
+        if symbolic.shape[axis] is None and length is not None:
+            shape[axis] = length
+    shape[0] = sum(map(len, batches))
+    result = np.zeros(shape, parts[0].dtype)
+    for rows, part in zip(batches, parts):
+        result[(rows, *map(slice, part.shape[1:]))] = part
+    return result
 
 
 def resumed_stream(dataset, callbacks, steps_per_epoch):

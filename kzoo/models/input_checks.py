@@ -11,11 +11,9 @@ given before Keras runs a step: packed inputs in memory all at once (a
 `ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
 pipeline, on the host (`on_host`): the first bad batch stops the run before
 its step with the same `ValueError`, kept as raised in a list that belongs to
-the call (`refused`) and re-raised by `reported`. The steps themselves then
-run without checks (`kzoo.backend.checked_upstream`).
+the call (`refused`) and re-raised by `kzoo.backend.checked_upstream`, inside
+which the steps run without checks.
 """
-
-import contextlib
 
 import keras
 import numpy as np
@@ -449,7 +447,7 @@ def checked(x, limits, refused=None):
     (input name -> `backend.IdsLimit`s / `backend.LengthLimit`s): a dict in
     memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
     batch by batch, a refused batch's `ValueError` kept in the list `refused`
-    for `reported`; anything else as it is.
+    for `kzoo.backend.checked_upstream`; anything else as it is.
 
     Example:
 
@@ -504,8 +502,8 @@ def checked_dataset(dataset, limits, refused):
 def on_host(check, refused, tensors, *values):
     """`tensors` (a structure) made to wait for `check(*values)`, run on the
     host inside a `tf.data` pipeline; a `ValueError` it raises stops the
-    pipeline and goes to the list `refused` (the call's), for `reported` to
-    raise as it is.
+    pipeline and goes to the list `refused` (the call's), for
+    `kzoo.backend.checked_upstream` to raise as it is.
 
     Example:
 
@@ -532,28 +530,3 @@ def on_host(check, refused, tensors, *values):
 
 def _dense(value):
     return value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
-
-
-@contextlib.contextmanager
-def reported(model, refused=()):
-    """Runs a `fit`/`evaluate`/`predict` of `model`: its weights kept on JAX
-    (`kzoo.backend.keep_state_on_error`), its steps traced without checks (the
-    data was checked where it came in), and a batch refused inside `tf.data`
-    raised as the `ValueError` the check raised (the last in `refused`, the
-    list the call's datasets were checked with).
-
-    Example:
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> with reported(model):
-    ...     model.predict(np.ones((1, 2)), verbose=0).shape
-    (1, 1)
-    """
-    try:
-        with backend.keep_state_on_error(model), backend.checked_upstream():
-            yield
-    except tf.errors.OpError:
-        if not refused:
-            raise
-        raise refused[-1] from None

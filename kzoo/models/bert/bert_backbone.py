@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
+from kzoo.backend import CHECKED_UPSTREAM, SEGMENT_ADVICE, IdsLimit, LengthLimit
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone, arrays_from_lists, check_id_inputs, missing_token_ids
@@ -273,7 +273,7 @@ class BertBackbone(Backbone):
         """
         if not isinstance(inputs, dict):
             inputs = {"token_ids": inputs}
-        if not upstream_checked():  # else checked where they came in (kzoo's own steps)
+        if not CHECKED_UPSTREAM.get():  # else checked where they came in (kzoo's own steps)
             inputs = self._checked_inputs(inputs)
         token_ids = inputs["token_ids"]
         # NumPy defaults for anything not the backend's (e.g. TensorFlow
