@@ -30,9 +30,9 @@ from keras import ops
 from kzoo import backend
 from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.data.padding_ladder import (
-    SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
+    SEQUENCE_KEYS, cut_to, length_batches, length_ladder, text_lengths,
 )
-from kzoo.models.input_checks import num_rows, rows as row_range, to_tensors
+from kzoo.models.input_checks import num_rows, rows as row_range
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 PACKING_CHUNK = 4096  # texts per eager call of the preprocessor
@@ -133,7 +133,7 @@ class LengthBatches(keras.utils.PyDataset):
         """The examples `rows` as a batch, its padding cut to its ladder length."""
         x, y, sample_weight = keras.tree.map_structure(lambda a: None if a is None else a[rows], self.arrays)
         if self.max_length is not None:
-            length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length, ladder=self.ladder)
+            length = self.ladder[int(self.rungs[rows].max(initial=0))]  # the rung that holds the longest
             x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
@@ -169,6 +169,7 @@ def packed(preprocessor, x, y=None, sample_weight=None):
 
     >>> from kzoo import BertPreprocessor, BertTokenizer
     >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> from kzoo.models.input_checks import to_tensors
     >>> x, y, _ = packed(BertPreprocessor(tokenizer, 4), to_tensors(["hi", "hi hi"]), to_tensors([0, 1]))
     >>> x["token_ids"].tolist(), y.tolist()
     ([[2, 5, 3, 0], [2, 5, 5, 3]], [0, 1])
@@ -286,9 +287,8 @@ def held_out(x, y, sample_weight, fraction, owner):
 
     Example:
 
-    >>> x, y, _, held = held_out(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25, "BertClassifier")
-    >>> [t.numpy().tolist() for t in held[:2]]
-    [[b'd'], [1]]
+    >>> held_out(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25, "BertClassifier")
+    (['a', 'b', 'c'], [0, 1, 0], None, (['d'], [1], None))
     >>> held_out(["a", "b", "c", "d"], None, None, 0.9, "BertClassifier")
     Traceback (most recent call last):
     ...
@@ -309,27 +309,14 @@ def held_out(x, y, sample_weight, fraction, owner):
             f"{type(x).__name__}, which cannot be cut before it is read. Hold out batches yourself "
             "(e.g. dataset.take(n) for validation_data= and dataset.skip(n) for training)."
         )
-    held = rows - int(rows * (1.0 - fraction))
-    if held == 0 or held == rows:
-        side = "validation" if held == 0 else "training"
+    cut = int(rows * (1.0 - fraction))
+    if cut == 0 or cut == rows:
         raise ValueError(
-            f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for {side}. Give "
-            "more examples or another fraction."
+            f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for "
+            f"{'training' if cut == 0 else 'validation'}. Give more examples or another fraction."
         )
-    (x, held_x), (y, held_y), (weight, held_w) = _cut(x, fraction), _cut(y, fraction), _cut(sample_weight, fraction)
-    return x, y, weight, (held_x, held_y, held_w)
-
-
-def _cut(value, fraction):
-    # `(first, last)`: text, labels or weights in memory (or a dict of packed arrays), the last `fraction` held out.
-    if isinstance(value, dict):
-        parts = {key: _cut(array, fraction) for key, array in value.items()}
-        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
-    value = to_tensors(value)
-    if value is None:
-        return None, None
-    cut = int(num_rows(value) * (1.0 - fraction))
-    return row_range(value, 0, cut), row_range(value, cut, None)
+    held = row_range(x, cut, None), row_range(y, cut, None), row_range(sample_weight, cut, None)
+    return row_range(x, 0, cut), row_range(y, 0, cut), row_range(sample_weight, 0, cut), held
 
 
 def validation_tuple(validation_data, y, owner):

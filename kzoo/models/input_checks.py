@@ -251,7 +251,8 @@ def to_tensors(value, name="x", caller="kzoo"):
 
 
 def rows(value, start, stop):
-    """Rows `start:stop` of a tensor, a tuple of tensors, or None.
+    """Rows `start:stop` of examples in memory (a list, an array, a tensor),
+    of a tuple of columns or a dict of them, or None.
 
     Example:
 
@@ -262,6 +263,8 @@ def rows(value, start, stop):
         return None
     if isinstance(value, tuple):
         return tuple(rows(v, start, stop) for v in value)
+    if isinstance(value, dict):
+        return {key: rows(v, start, stop) for key, v in value.items()}
     return value[start:stop]
 
 

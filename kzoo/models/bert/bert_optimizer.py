@@ -388,10 +388,11 @@ def pretraining_phases(
 
 
 def default_finetuning_optimizer(task, total_steps=None, learning_rate=5e-5):
-    """The optimizer a BERT task's `compile()` picks: `bert_finetuning_optimizer`
-    at `learning_rate`, or at `LORA_LEARNING_RATE` (2e-3) when `enable_lora`
-    has frozen the backbone for its low-rank factors, whose updates start at
-    zero and need a rate ~40x BERT's (sec. A.3's grid is for every weight).
+    """The optimizer a BERT task's `compile()` picks, built directly:
+    `bert_finetuning_optimizer(total_steps, learning_rate)`, at
+    `LORA_LEARNING_RATE` (2e-3) when `enable_lora` has frozen the backbone for
+    its low-rank factors, whose updates start at zero and need a rate ~40x
+    BERT's (sec. A.3's grid is for every weight).
 
     Args:
         task: `kzoo.models.Task`. The model being compiled.
@@ -411,5 +412,8 @@ def default_finetuning_optimizer(task, total_steps=None, learning_rate=5e-5):
     >>> round(float(default_finetuning_optimizer(model).learning_rate), 8)
     0.002
     """
-    rate = LORA_LEARNING_RATE if getattr(task.backbone, "_lora", None) else learning_rate  # `enable_lora`'s record
-    return bert_finetuning_optimizer(total_steps, learning_rate=rate)
+    if getattr(task.backbone, "_lora", None):  # `enable_lora`'s record
+        learning_rate = LORA_LEARNING_RATE
+    if total_steps is not None:  # warmup over 10% of the steps, then decay to 0
+        learning_rate = LinearWarmupLinearDecay(learning_rate, int(round(0.1 * total_steps)), total_steps)
+    return BertAdamW(learning_rate=learning_rate, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
