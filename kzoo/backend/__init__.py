@@ -71,8 +71,6 @@ def set_torch_threads():
     state it changes; `torch.set_num_threads(n)` afterwards sets n. Returns
     the count, None elsewhere (tests/backend/test_setup.py).
     """
-    import keras  # noqa: PLC0415
-
     if keras.backend.backend() != "torch":
         return None
     import torch as torch_module  # noqa: PLC0415
@@ -84,8 +82,6 @@ def set_torch_threads():
 
 
 def _backend():
-    import keras  # noqa: PLC0415
-
     return keras.backend.backend()
 
 
@@ -241,8 +237,6 @@ def dropout_uniform(shape, seed_generator):
         return tensorflow.uniform_in_xla(shape, seed_generator.next())
     if _backend() == "jax":
         return jax.uniform_threefry(shape, seed_generator.next())
-    import keras  # noqa: PLC0415
-
     return keras.random.uniform(shape, dtype="float32", seed=seed_generator)
 
 
@@ -256,8 +250,6 @@ def is_concrete(x):
     >>> is_concrete(np.zeros(3))
     True
     """
-    import keras  # noqa: PLC0415
-
     if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
         return True
     if keras.backend.is_keras_tensor(x):

@@ -275,7 +275,6 @@ class BaseModel(keras.Model):
             x, y, sample_weight, validation_data = batching.held_out(x, y, sample_weight, validation_split, owner)
         elif not isinstance(validation_data, tuple):
             validation_data = batching.validation_tuple(validation_data, y, owner)
-        validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
         refused = []  # this call's batches refused inside tf.data (`kzoo.models.input_checks`)
@@ -293,14 +292,14 @@ class BaseModel(keras.Model):
             held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(validation_data)
             held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
-        if getattr(self, "_default_optimizer_pending", False):
+        if getattr(self, "_default_optimizer_pending", False) and not self.optimizer.built:
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
             self._schedule_default_optimizer(train["x"], epochs, steps)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
         with backend.checked_upstream(self, refused):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
-                validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
+                validation_split=0.0, validation_data=validation_data, shuffle=shuffle, **kwargs,  # held out above
             )
 
     def loss_counts(self, y, sample_weight=None):

@@ -109,25 +109,22 @@ class Task(BaseModel):
         Defaults to none."""
         return []
 
-    def _unused_ids(self):
-        return set(map(id, self.unused_variables())) if self.trainable else set()
-
     @property
     def trainable_weights(self):
-        weights, unused = super().trainable_weights, self._unused_ids()
+        weights, unused = super().trainable_weights, set(map(id, self.unused_variables()))
         return [v for v in weights if id(v) not in unused] if unused else weights
 
     trainable_variables = trainable_weights
 
     @property
-    def non_trainable_weights(self):
-        weights, unused = super().non_trainable_weights, self._unused_ids()
-        return weights + [v for v in self.weights if id(v) in unused] if unused else weights
+    def non_trainable_weights(self):  # a frozen task lists every weight already
+        weights, unused = super().non_trainable_weights, set(map(id, self.unused_variables()))
+        return weights + [v for v in self.weights if id(v) in unused] if unused and self.trainable else weights
 
     @property
     def non_trainable_variables(self):
-        variables, unused = super().non_trainable_variables, self._unused_ids()
-        return variables + [v for v in self.weights if id(v) in unused] if unused else variables
+        variables, unused = super().non_trainable_variables, set(map(id, self.unused_variables()))
+        return variables + [v for v in self.weights if id(v) in unused] if unused and self.trainable else variables
 
     # === Preprocessor ===
 
@@ -283,10 +280,11 @@ class Task(BaseModel):
         labels = to_tensors(labels, "y", owner)
         first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
         self.check_label_shape(first.shape)
-        if first.dtype == tf.string and self.label_names_argument:
+        if first.dtype == tf.string and self.label_names_argument:  # ids of known names: inside the bounds
             names = getattr(self, self.label_names_argument)
             first = input_checks.names_to_ids(first, names, self.label_names_argument, owner)
-        self._check_labels(first, packed)
+        else:
+            self._check_labels(first, packed)
         return (first, *labels[1:]) if isinstance(labels, tuple) else first
 
     def _check_labels(self, labels, packed):
@@ -347,9 +345,6 @@ class Task(BaseModel):
         `x`, `steps_per_epoch` steps if known), without compiling again:
         Keras' setter drops the constant rate's variable, so the optimizer's
         variables are those of an optimizer built scheduled."""
-        self._default_optimizer_pending = False
-        if self.optimizer.built:
-            return
         if steps_per_epoch is None and isinstance(x, tf.data.Dataset) and int(x.cardinality()) > 0:
             steps_per_epoch = int(x.cardinality())
         if steps_per_epoch is None:
