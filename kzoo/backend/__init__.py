@@ -40,7 +40,7 @@ when one disappears (a silently unused override would only be slower).
   run at the start of `fit`, without compiling again (keras 3.15.1).
 - `keras.callbacks.BackupAndRestore._training_metadata_path` (the JSON file
   holding the epochs a backup has finished), read by
-  `kzoo.models.batching.resumed_stream` (keras 3.15.1).
+  `kzoo.models.datasets.resumed_stream` (keras 3.15.1).
 - JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
@@ -372,7 +372,7 @@ def checked_upstream(model=None, refused=()):
     a `model` that still works after a call that raised (without it every
     later call fails: "'NoneType' object is not callable";
     `jax.restore_state_on_error`); and a batch refused inside `tf.data`
-    (`kzoo.models.input_checks.on_host`) raised as the `ValueError` its check
+    (`kzoo.models.datasets.on_host`) raised as the `ValueError` its check
     raised, the last in `refused` (the list the call's datasets were checked with).
 
     Example:

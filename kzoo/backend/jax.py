@@ -42,7 +42,7 @@ LOST_WEIGHTS = (
     " This step is not one of kzoo's models' (they check each batch before the step): if Keras ran it "
     "(fit, evaluate, predict), the model's weights went to the step and are lost with it, so reload them "
     "(model.load_weights) before using the model again, and check batches before the step "
-    "(kzoo.models.input_checks.checked(inputs, backbone.input_limits()))."
+    "(kzoo.models.datasets.checked(inputs, backbone.input_limits()))."
 )
 
 

@@ -39,7 +39,7 @@ UNCHECKED_UNDER_XLA = (
     "kzoo cannot check ids and lengths inside a step compiled with XLA on TensorFlow (XLA drops "
     "assertions and clamps out-of-range ids to the table's last row, silently), and this step is "
     "not one of kzoo's models', which check each batch before it. Check your batches first "
-    "(kzoo.models.input_checks.checked(inputs, backbone.input_limits())), or compile with "
+    "(kzoo.models.datasets.checked(inputs, backbone.input_limits())), or compile with "
     "jit_compile=False, where kzoo's checks fail a bad step."
 )
 

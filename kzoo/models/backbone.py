@@ -7,7 +7,8 @@ from kzoo import presets
 from kzoo.backend import is_concrete
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY
-from kzoo.models.input_checks import check_examples, checked
+from kzoo.models.datasets import checked
+from kzoo.models.input_checks import check_examples
 
 
 class Backbone(BaseModel):

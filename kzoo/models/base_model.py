@@ -22,7 +22,7 @@ from keras import ops
 from kzoo import backend
 from kzoo.layers import lora
 from kzoo.models import batching, quantization, serialization
-from kzoo.models.batching import resumed_stream
+from kzoo.models.datasets import resumed_stream
 from kzoo.models.input_checks import check_int, num_rows
 from kzoo import atomic
 

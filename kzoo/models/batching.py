@@ -17,8 +17,6 @@ EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 """
 
 import functools
-import json
-import os
 import warnings
 
 import keras
@@ -234,43 +232,6 @@ def joined(batches, length, symbolic, *parts):
     for rows, part in zip(batches, parts):
         result[(rows, *map(slice, part.shape[1:]))] = part
     return result
-
-
-def resumed_stream(dataset, callbacks, steps_per_epoch):
-    """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
-    `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
-    the batches of the epochs a `keras.callbacks.BackupAndRestore` among
-    `callbacks` has backed up: a resumed `fit` reads the batches the
-    uninterrupted one would read next. A pipeline seeded as
-    `kzoo.data.pretraining_dataset(..., seed=s)` is the same stream in
-    every process; the skipped batches are computed by the pipeline (no
-    training step), which is fast next to training.
-
-    Args:
-        dataset: `tf.data.Dataset`. The training batches.
-        callbacks: list of `keras.callbacks.Callback` or None. `fit`'s.
-        steps_per_epoch: int. Batches per epoch.
-
-    Returns:
-        The dataset, or the dataset after the batches already trained on.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> dataset = tf.data.Dataset.range(100)
-    >>> resumed_stream(dataset, None, 10) is dataset  # no backup: from the start
-    True
-    """
-    for callback in callbacks or ():
-        if not isinstance(callback, keras.callbacks.BackupAndRestore):
-            continue
-        path = callback._training_metadata_path  # written with each backup (kzoo.backend's list)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as file:
-                finished = int(json.load(file)["epoch"])
-            if finished:
-                return dataset.skip(finished * int(steps_per_epoch))
-    return dataset
 
 
 # === What `fit` does beside: held-out examples, validation data ===

@@ -9,17 +9,14 @@ it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
 the weights, see `kzoo.backend`). So kzoo's models check what they are
 given before Keras runs a step: packed inputs in memory all at once (a
 `ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
-pipeline, on the host (`on_host`): the first bad batch stops the run before
-its step with the same `ValueError`, kept as raised in a list that belongs to
-the call (`refused`) and re-raised by `kzoo.backend.checked_upstream`, inside
-which the steps run without checks.
+pipeline (`kzoo.models.datasets`); the steps then run without checks
+(`kzoo.backend.checked_upstream`).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo import backend
 from kzoo.tokenizers.inputs import check_strings
 
 
@@ -368,41 +365,6 @@ def names_to_ids(labels, names, argument, owner):
     return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
 
 
-def names_to_ids_in_graph(labels, names, argument, owner):
-    """`names_to_ids` inside `tf.data`: string labels (ragged too) as int64
-    ids, with an assertion that fails a batch holding an unknown name (the
-    known names in its message); other labels as they are.
-
-    Args:
-        labels: a `tf.Tensor`, `tf.RaggedTensor`, or None.
-        names, argument, owner: as for `names_to_ids`.
-
-    Returns:
-        The ids, or `labels`.
-
-    Example:
-
-    >>> labels = tf.constant(["pos", "neg"])
-    >>> names_to_ids_in_graph(labels, ["neg", "pos"], "class_names", "BertClassifier").numpy().tolist()
-    [1, 0]
-    """
-    if labels is None or not isinstance(labels, (tf.Tensor, tf.RaggedTensor)) or labels.dtype != tf.string:
-        return labels
-    if names is None:
-        raise ValueError(_no_names(argument, owner, "strings"))
-    message = f"{owner} got labels that are none of its {argument}, which are {names!r:.300}. Unknown:"
-
-    def ids(values):
-        matches = tf.equal(tf.expand_dims(values, -1), tf.constant(names))  # (..., K)
-        known = tf.reduce_any(matches, axis=-1)
-        unknown = tf.boolean_mask(tf.reshape(values, [-1]), tf.logical_not(tf.reshape(known, [-1])))
-        check = tf.debugging.Assert(tf.reduce_all(known), [message, unknown], summarize=5)
-        with tf.control_dependencies([check]):
-            return tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int64)
-
-    return tf.ragged.map_flat_values(ids, labels) if isinstance(labels, tf.RaggedTensor) else ids(labels)
-
-
 def ids_to_names(ids, names):
     """Label ids as names (a list, nested as `ids`); ids as Python ints without names.
 
@@ -427,7 +389,7 @@ def ids_to_names(ids, names):
 
 def _unknown_names(found, unknown, names, argument, owner):
     if names is None:
-        return ValueError(_no_names(argument, owner, f"strings ({found[:3]!r})"))
+        return ValueError(no_names(argument, owner, f"strings ({found[:3]!r})"))
     more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
     return ValueError(
         f"{owner} got labels that are none of its {argument}: {unknown[:5]!r}{more}. Its "
@@ -435,101 +397,8 @@ def _unknown_names(found, unknown, names, argument, owner):
     )
 
 
-def _no_names(argument, owner, what):
+def no_names(argument, owner, what):
     return (
         f"{owner} got labels as {what}, but it has no {argument}. Build it with "
         f"{argument}=[...] (the name of each label id, in order), or give label ids."
     )
-
-
-# === Packed batches, checked where they come in ===
-
-
-def checked(x, limits, refused=None):
-    """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits`
-    (input name -> `backend.IdsLimit`s / `backend.LengthLimit`s): a dict in
-    memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
-    batch by batch, a refused batch's `ValueError` kept in the list `refused`
-    for `kzoo.backend.checked_upstream`; anything else as it is.
-
-    Example:
-
-    >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
-    >>> checked({"token_ids": np.array([[1, 2]])}, limits)["token_ids"].tolist()
-    [[1, 2]]
-    >>> checked({"token_ids": np.array([[1, 5]])}, limits)
-    Traceback (most recent call last):
-    ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 5. ...
-    """
-    if isinstance(x, dict):
-        backend.check_batch(x, limits)
-        return x
-    if isinstance(x, tf.data.Dataset):
-        return checked_dataset(x, limits, [] if refused is None else refused)
-    return x
-
-
-def checked_dataset(dataset, limits, refused):
-    """`dataset` (batches of packed dicts, alone or first in a tuple) with
-    each batch checked on the host (`backend.check_batch`, naming the batch),
-    a refused batch's `ValueError` kept in the list `refused`; other datasets
-    as they are.
-
-    Example:
-
-    >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
-    >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
-    >>> next(iter(checked_dataset(data, limits, [])))["token_ids"].numpy().tolist()
-    [[1, 2]]
-    """
-    spec = dataset.element_spec
-    features = spec[0] if isinstance(spec, tuple) else spec
-    if not isinstance(features, dict) or not set(features) & set(limits):
-        return dataset
-    names = sorted(set(features) & set(limits))
-
-    def check(index, *values):
-        where = f" Found in batch {index} of the dataset (counting from 0)."
-        backend.check_batch(dict(zip(names, values)), limits, where)
-
-    def check_element(index, element):
-        inputs = element[0] if isinstance(element, tuple) else element
-        dense = [_dense(inputs[name]) for name in names]
-        inputs = on_host(check, refused, inputs, index, *dense)
-        return (inputs, *element[1:]) if isinstance(element, tuple) else inputs
-
-    return dataset.enumerate().map(check_element)
-
-
-def on_host(check, refused, tensors, *values):
-    """`tensors` (a structure) made to wait for `check(*values)`, run on the
-    host inside a `tf.data` pipeline; a `ValueError` it raises stops the
-    pipeline and goes to the list `refused` (the call's), for
-    `kzoo.backend.checked_upstream` to raise as it is.
-
-    Example:
-
-    >>> def positive(values):
-    ...     if values.min() < 0:
-    ...         raise ValueError("negative")
-    >>> on_host(positive, [], tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
-    [1, 2]
-    """
-    def run(*arrays):
-        try:
-            check(*arrays)
-        except ValueError as error:
-            refused.append(error)
-            return np.bool_(False)
-        return np.bool_(True)
-
-    # Raising inside the Python function would make TensorFlow log its traceback.
-    passed = tf.numpy_function(run, list(values), tf.bool)
-    done = tf.debugging.Assert(passed, ["A batch was refused by kzoo's checks."])
-    with tf.control_dependencies([done]):
-        return tf.nest.map_structure(tf.identity, tensors)
-
-
-def _dense(value):
-    return value.to_tensor() if isinstance(value, tf.RaggedTensor) else value

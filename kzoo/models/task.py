@@ -17,10 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo import backend, presets
-from kzoo.models import batching, input_checks, serialization
+from kzoo.models import batching, datasets, input_checks, serialization
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY, LengthBatches
-from kzoo.models.input_checks import check_examples, checked, checked_dataset, on_host, to_tensors
+from kzoo.models.datasets import checked
+from kzoo.models.input_checks import check_examples, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
 
@@ -204,7 +205,7 @@ class Task(BaseModel):
         list `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         if isinstance(x, tf.data.Dataset):
-            x = checked_dataset(self._packed_dataset(x, refused), self.backbone.input_limits(), refused)
+            x = datasets.checked_dataset(datasets.packed(self, x, refused), self.backbone.input_limits(), refused)
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
         if not isinstance(x, (dict, *IN_MEMORY)):  # a generator, a PyDataset: Keras' own
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
@@ -240,29 +241,6 @@ class Task(BaseModel):
                 f"(`token_ids` required); got {found}."
             )
         return self.complete_inputs(checked(x, limits)), y, sample_weight
-
-    def _packed_dataset(self, dataset, refused):
-        spec = dataset.element_spec
-        features = spec[0] if isinstance(spec, tuple) else spec
-        if isinstance(spec, tuple) and len(spec) > 1 and hasattr(spec[1], "shape"):
-            self.check_label_shape(spec[1].shape)  # before any batch is read
-        if isinstance(features, dict):
-            if self.label_bounds(packed=True) is None or not isinstance(spec, tuple) or len(spec) < 2:
-                return dataset
-            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, True, refused), *w))
-        preprocessor = self._require_preprocessor()
-        first = features[0] if isinstance(features, tuple) else features
-        if first.shape.rank == 0:
-            raise ValueError(
-                f"{type(self).__name__} takes batched datasets: call `dataset.batch(32)` first "
-                "(fine-tuning runs on batches, e.g. of 16 or 32)."
-            )
-
-        def preprocess(*element):
-            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
-            return preprocessor(x, self._assert_labels(y, False, refused), sample_weight)
-
-        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     # === Labels ===
 
@@ -307,18 +285,6 @@ class Task(BaseModel):
                 f"({self.head_size}={getattr(self, self.head_size)}). Fix the labels, or build the "
                 f"model for more classes. Got labels from {found[0]} to {found[1]}."
             )
-
-    def _assert_labels(self, labels, packed, refused):
-        """`labels` of a `tf.data` batch, names as ids, checked against
-        `label_bounds` on the host (the messages of labels in memory)."""
-        if self.label_names_argument:
-            names, argument = getattr(self, self.label_names_argument), self.label_names_argument
-            labels = input_checks.names_to_ids_in_graph(labels, names, argument, type(self).__name__)
-        if labels is None or self.label_bounds(packed) is None:
-            return labels
-        first = labels[0] if isinstance(labels, tuple) else labels
-        values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
-        return on_host(lambda found: self._check_labels(found, packed), refused, labels, values)
 
     # === Compilation ===
 
