@@ -53,12 +53,12 @@ import contextlib
 import contextvars
 import operator
 import os
-from typing import NamedTuple
 
 import keras
 import numpy as np
 
 from kzoo.backend import jax, tensorflow, torch
+from kzoo.backend.limits import VOCABULARY_ADVICE, IdsLimit, LengthLimit, ids_error, ids_message, length_message
 
 
 def set_torch_threads():
@@ -273,91 +273,17 @@ def is_concrete(x):
 
 # === Checks that read values ===
 #
-# Ids inside their embedding table, positions inside the position table:
-# the same message on every backend, in eager calls and in compiled steps.
-#
-# Data is checked once, where it comes in. kzoo's own `fit`, `evaluate`,
-# `predict`, `*_on_batch` and `generate` check packed batches on the host
-# before any step (`check_batch`, `kzoo.models.input_checks`) and run their
-# steps inside `checked_upstream()`, so the steps they trace carry no check.
-# A layer called eagerly checks the values it gets. A step kzoo does not drive
-# (a user's model around a backbone) is checked inside the step, each engine
-# its own way:
-#
-# - TensorFlow graph (`tf.function` without XLA): an assertion op tied to the
-#   ids, so that nothing downstream (the lookup, the weight update) runs first.
-# - TensorFlow under XLA: nothing can fail a step (XLA drops assertion ops and
-#   clamps out-of-range ids: no NaN, but wrong rows); a warning says so when
-#   the step is traced.
-# - JAX (`jax.jit`): a host callback raises the message (Keras' JAX embedding
-#   would return NaN rows, and NaN weights after the update).
-# - torch: eager; under `torch.compile` the values cannot be read.
-#
-# A graph traced for export to another runtime (ONNX) runs inside
-# `checked_upstream()` too: that runtime cannot raise kzoo's message.
-
-VOCABULARY_ADVICE = "Check that the vocabulary of the tokenizer matches the `vocabulary_size` of the model."
-SEGMENT_ADVICE = (
-    "Segment ids number the packed sentences from 0 (0 for the first, 1 for the second): "
-    "check how the inputs were packed, or build the backbone with a larger `num_segments`."
-)
-
-
-class IdsLimit(NamedTuple):
-    """Ids of one input must lie in `[0, size)`: the rows of an embedding table.
-
-    Args:
-        size: int. The rows of the table.
-        what: str. The ids' name in the message (e.g. "`token_embedding` ids").
-        advice: str. What to do, the message's last sentence.
-    """
-
-    size: int
-    what: str
-    advice: str = VOCABULARY_ADVICE
-
-
-class LengthLimit(NamedTuple):
-    """One input's last axis must be at most `max_sequence_length` long.
-
-    Args:
-        max_sequence_length: int. The rows of the position table.
-        what: str. The table's (or the input's) name in the message.
-    """
-
-    max_sequence_length: int
-    what: str
-
-
-def ids_message(limit, low, high):
-    """The message for ids from `low` to `high` outside `limit` (an `IdsLimit`).
-
-    Example:
-
-    >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
-    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the ...
-    """
-    return (
-        f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
-        f"rows), but got values from {low} to {high}. {limit.advice}"
-    )
-
-
-def length_message(limit, first, last):
-    """The message for positions `first` to `last` outside `limit` (a `LengthLimit`).
-
-    Example:
-
-    >>> length_message(LengthLimit(512, "position_embedding"), 0, 599)[:46]
-    '`position_embedding` got positions 0 to 599, b'
-    """
-    return (
-        f"`{limit.what}` got positions {first} to {last}, but its position table holds only "
-        f"max_sequence_length={limit.max_sequence_length} positions. Truncate the inputs "
-        "(`sequence_length` of the preprocessors) or build the model with a larger "
-        "`max_sequence_length`."
-    )
-
+# Ids inside their embedding table, positions inside the position table, in
+# the same words on every backend (`kzoo.backend.limits`). kzoo's own `fit`,
+# `evaluate`, `predict`, `*_on_batch` and `generate` check packed batches on
+# the host before any step (`check_batch`) and trace their steps inside
+# `checked_upstream()`, without checks; so does an export to ONNX, whose
+# runtime could not raise kzoo's message. A layer called eagerly checks the
+# values it gets; a step kzoo does not drive (a user's model around a
+# backbone), inside the step: a TensorFlow graph by an assertion op tied to
+# the ids (none under XLA, which drops assertions and clamps ids: a warning
+# when traced), JAX by a host callback (Keras' JAX embedding would return NaN
+# rows), torch eagerly (not under `torch.compile`).
 
 # True inside `checked_upstream`: the data was checked where it came in.
 CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False)
@@ -365,15 +291,13 @@ CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False
 
 @contextlib.contextmanager
 def checked_upstream(model=None, refused=()):
-    """Runs kzoo's own steps (`fit`, `evaluate`, `predict`, the `*_on_batch`
-    methods, `generate`) on data checked where it came in, or a graph traced
-    for a runtime that could not run checks (ONNX). Inside: traced calls add
-    no checks to their graph and eager calls read no values. It buys, on JAX,
-    a `model` that still works after a call that raised (without it every
-    later call fails: "'NoneType' object is not callable";
-    `jax.restore_state_on_error`); and a batch refused inside `tf.data`
-    (`kzoo.models.datasets.on_host`) raised as the `ValueError` its check
-    raised, the last in `refused` (the list the call's datasets were checked with).
+    """Buys steps without checks (traced calls add none to their graph, eager
+    calls read no values) for kzoo's own steps on data checked where it came
+    in, or a graph for a runtime that could not run them (ONNX); on JAX a
+    `model` that still works after a call that raised (else: "'NoneType'
+    object is not callable"; `jax.restore_state_on_error`); a batch refused
+    in `tf.data` raised as its check's `ValueError`, the last in `refused`
+    (`kzoo.models.datasets.on_host`).
 
     Example:
 
@@ -395,11 +319,6 @@ def checked_upstream(model=None, refused=()):
         raise refused[-1] from None
     finally:
         CHECKED_UPSTREAM.reset(token)
-
-
-def _template(message_function, limit):
-    # The message with "{}" where runtime values go (tf.strings.format).
-    return message_function(limit, "{}", "{}")
 
 
 def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
@@ -439,28 +358,13 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
     backend = keras.backend.backend()
     if backend == "tensorflow" and not keras.backend.is_keras_tensor(ids):
         return tensorflow.assert_in_graph(
-            ids, lambda t: _ids_bounds(t, vocabulary_size), _template(ids_message, limit)
+            ids, lambda t: tensorflow.ids_bounds(t, vocabulary_size), ids_message(limit, "{}", "{}")
         )
     if backend == "jax" and not keras.backend.is_keras_tensor(ids) and np.prod(ids.shape):
         jax.raise_in_step(
-            lambda low, high: _ids_error(limit, low, high), keras.ops.min(ids), keras.ops.max(ids)
+            lambda low, high: ids_error(limit, low, high), keras.ops.min(ids), keras.ops.max(ids)
         )
     return ids
-
-
-def _ids_error(limit, low, high):
-    low, high = int(low), int(high)
-    return ValueError(ids_message(limit, low, high)) if low < 0 or high >= limit.size else None
-
-
-def _ids_bounds(ids, size):
-    # TensorFlow: (ok, [low, high]) for the graph assertion.
-    import tensorflow as tf  # noqa: PLC0415
-
-    values = tf.reshape(ids, [-1])
-    low, high = tf.reduce_min(values), tf.reduce_max(values)  # (max, min) of the dtype when empty
-    ok = tf.logical_or(tf.equal(tf.size(values), 0), tf.logical_and(low >= 0, high < size))
-    return ok, [low, high]
 
 
 def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
@@ -496,7 +400,7 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
             start, stop = tf.cast(start_index, "int32"), tf.cast(end, "int32")
             return stop <= max_sequence_length, [start, stop - 1]
 
-        return tensorflow.assert_in_graph(sequence_length, bounds, _template(length_message, limit))
+        return tensorflow.assert_in_graph(sequence_length, bounds, length_message(limit, "{}", "{}"))
     return sequence_length
 
 

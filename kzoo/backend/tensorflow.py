@@ -69,6 +69,17 @@ def assert_in_graph(tensor, bounds, template):
         return tf.identity(tensor)
 
 
+def ids_bounds(ids, size):
+    """`(ok, [low, high])` of the ids in a graph, for `assert_in_graph`: ok when
+    every id lies in `[0, size)` (an empty tensor is ok)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    values = tf.reshape(ids, [-1])
+    low, high = tf.reduce_min(values), tf.reduce_max(values)  # (max, min) of the dtype when empty
+    ok = tf.logical_or(tf.equal(tf.size(values), 0), tf.logical_and(low >= 0, high < size))
+    return ok, [low, high]
+
+
 def generator_dataset(data, signature):
     """A `tf.data.Dataset` of `data`'s batches (`data[i]`, read anew each
     epoch, so an order that `set_epoch` changed is followed), of `signature`,

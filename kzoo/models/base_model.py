@@ -1,18 +1,11 @@
-"""The one base of kzoo's `Backbone` and `Task`: what both add to `keras.Model`.
-
-- A config made of the constructor's arguments (`kzoo.models.serialization`),
-  with the int8 mode of `quantize` (`kzoo.models.quantization`) and LoRA
-  (`enable_lora`, `kzoo.layers.lora`).
-- `fit`, `evaluate`, `predict` and the `*_on_batch` methods on one path: the
-  subclass's `_prepare` checks the data once where it comes in (and a task
-  packs raw text and batches it by length), then Keras runs its steps.
-- Atomic `save` / `save_weights`: written beside, renamed into place.
-- `jit_compile="auto"`: XLA on TensorFlow as on JAX.
+"""The one base of kzoo's `Backbone` and `Task`: a config made of the
+constructor's arguments (with int8 `quantize` and LoRA), `fit`, `evaluate`,
+`predict` and the `*_on_batch` methods on one checked path (the subclass's
+`_prepare`), atomic `save` / `save_weights`, and `jit_compile="auto"` as XLA on
+TensorFlow as on JAX.
 """
 
-import contextlib
 import functools
-import os
 
 import keras
 import numpy as np
@@ -201,7 +194,7 @@ class BaseModel(keras.Model):
         >>> os.listdir(os.path.dirname(path))
         ['backbone.keras']
         """
-        with _beside(filepath, overwrite, zipped is not False) as path:
+        with atomic.replacing_file_of_keras(filepath, overwrite, zipped is not False) as path:
             return super().save(path, overwrite=overwrite, zipped=zipped, **kwargs)
 
     def save_weights(self, filepath, overwrite=True, max_shard_size=None):
@@ -220,7 +213,7 @@ class BaseModel(keras.Model):
         >>> os.listdir(os.path.dirname(path))
         ['backbone.weights.h5']
         """
-        with _beside(filepath, overwrite, max_shard_size is None) as path:
+        with atomic.replacing_file_of_keras(filepath, overwrite, max_shard_size is None) as path:
             super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
             if max_shard_size is None:
                 lora.append_state(self, path)  # W0, A and B as they are: a resumed fit goes on exactly
@@ -443,15 +436,3 @@ class BaseModel(keras.Model):
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
         return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
-
-
-@contextlib.contextmanager
-def _beside(filepath, overwrite, one_file):
-    """A scratch path beside `filepath`, renamed to it on success; `filepath`
-    itself where Keras writes in its own way (see `BaseModel.save`)."""
-    local = isinstance(filepath, (str, os.PathLike)) and "://" not in os.fspath(filepath)
-    if not (local and one_file) or (not overwrite and os.path.exists(filepath)):
-        yield filepath
-        return
-    with atomic.replacing_file(filepath) as scratch:
-        yield scratch

@@ -4,7 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend import CHECKED_UPSTREAM, SEGMENT_ADVICE, IdsLimit, LengthLimit
+from kzoo.backend import CHECKED_UPSTREAM, IdsLimit, LengthLimit
+from kzoo.backend.limits import SEGMENT_ADVICE
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
 from kzoo.models.backbone import Backbone, arrays_from_lists, check_id_inputs, missing_token_ids
