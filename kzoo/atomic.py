@@ -109,6 +109,20 @@ def replacing_file(path):
             os.remove(scratch)
 
 
+@contextlib.contextmanager
+def replacing_file_of_keras(filepath, overwrite, one_file):
+    """`replacing_file(filepath)` for a Keras `save` or `save_weights`: its
+    scratch path, renamed to `filepath` on success; `filepath` itself where
+    Keras writes in its own way (not a local path, not `one_file`, or
+    `overwrite=False` over an existing file, which Keras refuses)."""
+    local = isinstance(filepath, (str, os.PathLike)) and "://" not in os.fspath(filepath)
+    if not (local and one_file) or (not overwrite and os.path.exists(filepath)):
+        yield filepath
+        return
+    with replacing_file(filepath) as scratch:
+        yield scratch
+
+
 def recover(path):
     """Puts back the previous save of `path` when a process was killed while
     replacing it (between its two renames): `path` is missing, and the

@@ -1,9 +1,10 @@
 """Backend-specific code, in one marked place: one module per engine
 (`tensorflow`, `jax`, `torch`), whose heavy imports happen only when that
-engine runs, and the functions here that pick one. Model and layer code is
+engine runs, and the functions here that pick one, with the input checks
+that read values (the last section). Model and layer code is
 plain `keras.ops`. Each mechanism that is not an adapter Keras needs
 (`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
-`inference_function`, `build_optimizer_before_fit`, `keep_state_on_error`,
+`inference_function`, `build_optimizer_before_fit`, `checked_upstream`,
 `dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its
 first sentence what it buys, as measured (2 CPU cores, AMD EPYC unless named;
 the documentation's benchmarks page).
@@ -24,19 +25,22 @@ when one disappears (a silently unused override would only be slower).
   `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `BaseModel`,
   through which every backend's train and test steps compute the loss: gradient
   accumulation's normalisers are taken out of the sample weights there,
-  `kzoo.models.accumulation`) (keras 3.15.1).
+  `kzoo.models.batching`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - Keras' `evaluate(..., _use_cached_eval_dataset=True)`, `fit`'s call for its
   validation pass, which reads the cached validation iterator and ignores `x`:
   kzoo's `BaseModel.evaluate` then passes it through unprepared (keras 3.15.1).
+- Keras' TensorFlow optimizers' `_distribution_strategy` (its `num_replicas_in_sync`), read by
+  `kzoo.BertAdamW` to sum the replicas' gradients before clipping only where there are several
+  (keras 3.15.1).
 - Keras `Optimizer._learning_rate` (the schedule an optimizer was built with),
   read by `kzoo.models.Task` to give its default optimizer the schedule of the
   run at the start of `fit`, without compiling again (keras 3.15.1).
 - `keras.callbacks.BackupAndRestore._training_metadata_path` (the JSON file
   holding the epochs a backup has finished), read by
-  `kzoo.models.batching.resumed_stream` (keras 3.15.1).
+  `kzoo.models.datasets.resumed_stream` (keras 3.15.1).
 - JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
@@ -46,11 +50,15 @@ when one disappears (a silently unused override would only be slower).
 """
 
 import contextlib
+import contextvars
+import operator
 import os
 
+import keras
 import numpy as np
 
 from kzoo.backend import jax, tensorflow, torch
+from kzoo.backend.limits import VOCABULARY_ADVICE, IdsLimit, LengthLimit, ids_error, ids_message, length_message
 
 
 def set_torch_threads():
@@ -63,8 +71,6 @@ def set_torch_threads():
     state it changes; `torch.set_num_threads(n)` afterwards sets n. Returns
     the count, None elsewhere (tests/backend/test_setup.py).
     """
-    import keras  # noqa: PLC0415
-
     if keras.backend.backend() != "torch":
         return None
     import torch as torch_module  # noqa: PLC0415
@@ -76,8 +82,6 @@ def set_torch_threads():
 
 
 def _backend():
-    import keras  # noqa: PLC0415
-
     return keras.backend.backend()
 
 
@@ -100,7 +104,7 @@ def auto_jit_compile(model, keras_choice):
     if _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0":
         if getattr(model, "_distribute_strategy", None):
             return False
-        return all(layer.supports_jit for layer in model._flatten_layers())
+        return all(map(operator.attrgetter("supports_jit"), model._flatten_layers()))
     return keras_choice()
 
 
@@ -165,22 +169,6 @@ def variable_length_batches(data):
     return tensorflow.generator_dataset(data, data.signature())
 
 
-def map_predictions(step_result, function):
-    """`function` applied to the outputs in what Keras' `predict_step`
-    returns: the outputs, or on JAX `(outputs, non_trainable_variables)`.
-
-    Example:
-
-    >>> result = map_predictions((1, "state") if _backend() == "jax" else 1, lambda y: y + 1)
-    >>> result[0] if _backend() == "jax" else result
-    2
-    """
-    if _backend() == "jax":
-        outputs, state = step_result
-        return function(outputs), state
-    return function(step_result)
-
-
 def dense_gradient(table):
     """Buys TensorFlow the Adam update JAX and torch make (1.3e-2 apart after
     one epoch of a tiny embedding model, 2026-11-27): `table` (an embedding
@@ -237,27 +225,6 @@ def without_retracing_warning(function):
     return tensorflow.without_retracing_warning(function) if _backend() == "tensorflow" else function
 
 
-def keep_state_on_error(model):
-    """Buys a JAX model that still works after a `fit`/`predict` that raised
-    (without it every later call fails: "'NoneType' object is not callable"):
-    a context manager re-attaching the weights (`jax.restore_state_on_error`),
-    nothing elsewhere.
-
-    Example:
-
-    >>> import keras, numpy as np
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> try:
-    ...     with keep_state_on_error(model):
-    ...         raise RuntimeError("bad batch")
-    ... except RuntimeError:
-    ...     pass
-    >>> model.predict(np.ones((1, 2)), verbose=0).shape
-    (1, 1)
-    """
-    return jax.restore_state_on_error(model) if _backend() == "jax" else contextlib.nullcontext()
-
-
 def dropout_uniform(shape, seed_generator):
     """Buys bert_small training steps 6% faster on JAX (compiled 2-3 s
     sooner; Intel Xeon, 2026-11-26) and 5% under XLA on TensorFlow (one
@@ -270,8 +237,6 @@ def dropout_uniform(shape, seed_generator):
         return tensorflow.uniform_in_xla(shape, seed_generator.next())
     if _backend() == "jax":
         return jax.uniform_threefry(shape, seed_generator.next())
-    import keras  # noqa: PLC0415
-
     return keras.random.uniform(shape, dtype="float32", seed=seed_generator)
 
 
@@ -285,8 +250,6 @@ def is_concrete(x):
     >>> is_concrete(np.zeros(3))
     True
     """
-    import keras  # noqa: PLC0415
-
     if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
         return True
     if keras.backend.is_keras_tensor(x):
@@ -306,3 +269,168 @@ def is_concrete(x):
 
         return not torch_module.compiler.is_compiling()
     return False
+
+
+# === Checks that read values ===
+#
+# Ids inside their embedding table, positions inside the position table, in
+# the same words on every backend (`kzoo.backend.limits`). kzoo's own `fit`,
+# `evaluate`, `predict`, `*_on_batch` and `generate` check packed batches on
+# the host before any step (`check_batch`) and trace their steps inside
+# `checked_upstream()`, without checks; so does an export to ONNX, whose
+# runtime could not raise kzoo's message. A layer called eagerly checks the
+# values it gets; a step kzoo does not drive (a user's model around a
+# backbone), inside the step: a TensorFlow graph by an assertion op tied to
+# the ids (none under XLA, which drops assertions and clamps ids: a warning
+# when traced), JAX by a host callback (Keras' JAX embedding would return NaN
+# rows), torch eagerly (not under `torch.compile`).
+
+# True inside `checked_upstream`: the data was checked where it came in.
+CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False)
+
+
+@contextlib.contextmanager
+def checked_upstream(model=None, refused=()):
+    """Buys steps without checks (traced calls add none to their graph, eager
+    calls read no values) for kzoo's own steps on data checked where it came
+    in, or a graph for a runtime that could not run them (ONNX); on JAX a
+    `model` that still works after a call that raised (else: "'NoneType'
+    object is not callable"; `jax.restore_state_on_error`); a batch refused
+    in `tf.data` raised as its check's `ValueError`, the last in `refused`
+    (`kzoo.models.datasets.on_host`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> with checked_upstream():
+    ...     check_ids_in_range(np.array([[1, 7]]), 5, "token ids").tolist(), CHECKED_UPSTREAM.get()
+    ([[1, 7]], True)
+    """
+    import tensorflow as tf  # noqa: PLC0415 (loaded already: kzoo's data path)
+
+    token = CHECKED_UPSTREAM.set(True)
+    kept = jax.restore_state_on_error(model) if model is not None and _backend() == "jax" else contextlib.nullcontext()
+    try:
+        with kept:
+            yield
+    except tf.errors.OpError:
+        if not refused:
+            raise
+        raise refused[-1] from None
+    finally:
+        CHECKED_UPSTREAM.reset(token)
+
+
+def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
+    """Raises the same error on every backend for ids outside `[0, vocabulary_size)`;
+    returns `ids` (in a TensorFlow graph, a copy that depends on the check).
+
+    Keras' `Embedding` raises on TensorFlow and torch (eager) for out-of-range
+    ids, silently returns NaN rows (and wraps `-1` to the last row) on JAX, and
+    clamps them under XLA. Eager calls raise a `ValueError`; compiled steps
+    fail as the module docstring says.
+
+    Args:
+        ids: integer tensor or array.
+        vocabulary_size: number of rows of the embedding table.
+        what: a name for the ids in the message ("token ids", "segment ids").
+        advice: str. What to do, the message's last sentence. Defaults to
+            checking the tokenizer's vocabulary.
+
+    Example:
+
+    >>> import numpy as np
+    >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
+    Traceback (most recent call last):
+    ...
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. ...
+    """
+    if CHECKED_UPSTREAM.get():
+        return ids
+    limit = IdsLimit(vocabulary_size, what, advice)
+    if is_concrete(ids):
+        values = keras.ops.convert_to_numpy(ids)
+        if values.size:
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= vocabulary_size:
+                raise ValueError(ids_message(limit, low, high))
+        return ids
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and not keras.backend.is_keras_tensor(ids):
+        return tensorflow.assert_in_graph(
+            ids, lambda t: tensorflow.ids_bounds(t, vocabulary_size), ids_message(limit, "{}", "{}")
+        )
+    if backend == "jax" and not keras.backend.is_keras_tensor(ids) and np.prod(ids.shape):
+        jax.raise_in_step(
+            lambda low, high: ids_error(limit, low, high), keras.ops.min(ids), keras.ops.max(ids)
+        )
+    return ids
+
+
+def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
+    """Raises a readable error when positions `start_index .. start_index + sequence_length - 1`
+    fall outside a position table of `max_sequence_length` rows; returns
+    `sequence_length` (in a TensorFlow graph, a copy that depends on the check).
+
+    Python ints and eager tensors raise a `ValueError` on every backend. Inside
+    a TensorFlow graph whose length is only known at run time (a
+    `tf.function` retraced with a relaxed shape) the same message comes as a
+    `tf.errors.InvalidArgumentError`. Inside `jax.jit` shapes are static, so
+    only a traced `start_index` goes unchecked there.
+
+    Example:
+
+    >>> check_positions_fit(0, 600, 512, "position_embedding")
+    Traceback (most recent call last):
+    ...
+    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only ...
+    """
+    if CHECKED_UPSTREAM.get():
+        return sequence_length
+    limit = LengthLimit(max_sequence_length, layer_name)
+    end = start_index + sequence_length
+    if is_concrete(end):
+        end, start = int(keras.ops.convert_to_numpy(end)), int(keras.ops.convert_to_numpy(start_index))
+        if end > max_sequence_length:
+            raise ValueError(length_message(limit, start, end - 1))
+    elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end):
+        import tensorflow as tf  # noqa: PLC0415
+
+        def bounds(_):
+            start, stop = tf.cast(start_index, "int32"), tf.cast(end, "int32")
+            return stop <= max_sequence_length, [start, stop - 1]
+
+        return tensorflow.assert_in_graph(sequence_length, bounds, length_message(limit, "{}", "{}"))
+    return sequence_length
+
+
+# === Whole batches, where data comes in ===
+
+
+def check_batch(inputs, limits, where=""):
+    """`ValueError`s for packed `inputs` in memory (a dict of arrays, one
+    example per row) outside `limits` (input name -> list of `IdsLimit` /
+    `LengthLimit`): the eager message, for ids the first example that has
+    one, then `where` (e.g. which batch of a dataset).
+
+    Example:
+
+    >>> check_batch({"token_ids": np.array([[1, 2], [1, 9]])}, {"token_ids": [IdsLimit(5, "token ids")]})
+    Traceback (most recent call last):
+    ...
+    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. ...
+    """
+    for name, value in inputs.items():
+        values = np.asarray(value)
+        for limit in limits.get(name, ()):
+            if isinstance(limit, LengthLimit):
+                if values.ndim and values.shape[-1] > limit.max_sequence_length:
+                    raise ValueError(length_message(limit, 0, values.shape[-1] - 1) + where)
+            elif values.size:
+                low, high = int(values.min()), int(values.max())
+                if low < 0 or high >= limit.size:
+                    bad = ((values < 0) | (values >= limit.size)).reshape(len(values), -1).any(axis=1)
+                    raise ValueError(
+                        f"{ids_message(limit, low, high)} The first is in example "
+                        f"{int(np.argmax(bad))} of the inputs (counting from 0).{where}"
+                    )

@@ -7,14 +7,6 @@ Reads the private `variable._value`, `model._jax_state`,
 import contextlib
 
 
-def _all_variables(model):
-    optimizer = getattr(model, "optimizer", None)
-    variables = list(model.variables) + list(getattr(model, "metrics_variables", []))
-    if optimizer is not None and optimizer.built:
-        variables += list(optimizer.variables)
-    return list({id(v): v for v in variables}.values())
-
-
 @contextlib.contextmanager
 def restore_state_on_error(model):
     """Re-attaches `model`'s variables if the block raises. Keras' JAX trainer
@@ -23,13 +15,19 @@ def restore_state_on_error(model):
     unusable ("'NoneType' object is not callable"). Restores the state after
     the last completed step (`model._jax_state`), or the values from before
     the call if no step completed."""
-    before = [(v, v._value) for v in _all_variables(model)]  # references, no copies
+    optimizer = getattr(model, "optimizer", None)
+    variables = list(model.variables) + list(getattr(model, "metrics_variables", []))
+    if optimizer is not None and optimizer.built:
+        variables += list(optimizer.variables)
+    before = {}  # id -> (variable, value): references, no copies
+    for variable in variables:
+        before[id(variable)] = (variable, variable._value)
     try:
         yield
     except BaseException:
         if getattr(model, "_jax_state", None) and not getattr(model, "_jax_state_synced", True):
             model.jax_state_sync()
-        for variable, value in before:
+        for variable, value in before.values():
             if variable._value is None:
                 variable._value = value
         model._jax_state = None
@@ -44,7 +42,7 @@ LOST_WEIGHTS = (
     " This step is not one of kzoo's models' (they check each batch before the step): if Keras ran it "
     "(fit, evaluate, predict), the model's weights went to the step and are lost with it, so reload them "
     "(model.load_weights) before using the model again, and check batches before the step "
-    "(kzoo.models.batch_checks.checked(inputs, backbone.input_limits()))."
+    "(kzoo.models.datasets.checked(inputs, backbone.input_limits()))."
 )
 
 
@@ -53,7 +51,7 @@ def raise_in_step(error_for, *values):
     (NumPy values) unless it is None, failing the compiled step at once with
     that message, and `LOST_WEIGHTS`, inside a `jax.errors.JaxRuntimeError`.
     Keras' steps donate the weights: a failed step loses them (see
-    `kzoo.backend.checks`).
+    `kzoo.backend`).
 
     Example:
 

@@ -1,7 +1,7 @@
 """TensorFlow: dropout's draws under XLA, and kzoo's checks in its graphs.
 
 Under XLA, TensorFlow cannot check id ranges inside the compiled step: kzoo's
-models check each batch before it (`kzoo.backend.checks`), and a step
+models check each batch before it (`kzoo.backend`), and a step
 compiled outside them (a user's own `keras.Model` around a kzoo backbone,
 with `jit_compile=True`) gets a warning when it is traced (`assert_in_graph`).
 """
@@ -39,7 +39,7 @@ UNCHECKED_UNDER_XLA = (
     "kzoo cannot check ids and lengths inside a step compiled with XLA on TensorFlow (XLA drops "
     "assertions and clamps out-of-range ids to the table's last row, silently), and this step is "
     "not one of kzoo's models', which check each batch before it. Check your batches first "
-    "(kzoo.models.batch_checks.checked(inputs, backbone.input_limits())), or compile with "
+    "(kzoo.models.datasets.checked(inputs, backbone.input_limits())), or compile with "
     "jit_compile=False, where kzoo's checks fail a bad step."
 )
 
@@ -49,7 +49,7 @@ def assert_in_graph(tensor, bounds, template):
     `(ok, values)`, and whatever uses the returned copy (a lookup, a weight
     update) waits for an assertion that fails with `template` formatted with
     `values` ("{}" each). Under XLA, which drops assertion ops, `tensor` as
-    is, with a warning (see `kzoo.backend.checks`).
+    is, with a warning (see `kzoo.backend`).
 
     Example:
 
@@ -67,6 +67,17 @@ def assert_in_graph(tensor, bounds, template):
     check = tf.debugging.Assert(ok, [tf.strings.format(template, values)], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(tensor)
+
+
+def ids_bounds(ids, size):
+    """`(ok, [low, high])` of the ids in a graph, for `assert_in_graph`: ok when
+    every id lies in `[0, size)` (an empty tensor is ok)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    values = tf.reshape(ids, [-1])
+    low, high = tf.reduce_min(values), tf.reduce_max(values)  # (max, min) of the dtype when empty
+    ok = tf.logical_or(tf.equal(tf.size(values), 0), tf.logical_and(low >= 0, high < size))
+    return ok, [low, high]
 
 
 def generator_dataset(data, signature):

@@ -15,6 +15,8 @@ Works on NumPy arrays and TensorFlow tensors alike (the in-memory batches and
 the `tf.data` / SavedModel paths).
 """
 
+import bisect
+
 import numpy as np
 import tensorflow as tf
 
@@ -61,7 +63,7 @@ def length_ladder(max_length, unit=16, compiled=True):
     while power < max_length:
         rungs += [power, power * 3 // 2]
         power *= 2
-    return [r for r in rungs if r < max_length] + [int(max_length)]
+    return rungs[: bisect.bisect_left(rungs, max_length)] + [int(max_length)]  # rungs increase
 
 
 def ladder_length(longest, max_length, padding="longest", ladder=None):
@@ -125,7 +127,10 @@ def cut_to(length, x, y=None, sample_weight=None, labels_per_token=False):
     >>> cut_to(3, x, np.array([1]))[0]["token_ids"].tolist()
     [[2, 5, 3]]
     """
-    x = {key: value[..., :length] if key in SEQUENCE_KEYS else value for key, value in x.items()}
+    x = dict(x)
+    for key in SEQUENCE_KEYS:
+        if key in x:
+            x[key] = x[key][..., :length]
     if labels_per_token:  # labels and weights per token, (batch, sequence); per example: as they are
         y, sample_weight = (v[..., :length] if len(getattr(v, "shape", ())) > 1 else v for v in (y, sample_weight))
     return x, y, sample_weight
@@ -186,12 +191,11 @@ def length_batches(lengths, batch_size, order="by_length", seed=0, epoch=0, wind
         permutation = generator.permutation(n)
         size = window * batch_size
         # Longest first in each window: its batches have the least spread of lengths.
-        rows = np.concatenate(
-            [w[np.argsort(-lengths[w], kind="stable")] for w in np.split(permutation, range(size, n, size))]
-            or [permutation]
-        )
-        batches = np.split(rows, range(batch_size, n, batch_size))
-        return [batches[i] for i in generator.permutation(len(batches))]
+        windows = np.split(permutation, range(size, n, size))
+        for i, w in enumerate(windows):
+            windows[i] = w[np.argsort(-lengths[w], kind="stable")]
+        batches = np.split(np.concatenate(windows), range(batch_size, n, batch_size))
+        return list(map(batches.__getitem__, generator.permutation(len(batches))))
     else:
         raise ValueError(f"order must be 'given', 'by_length' or 'shuffled'; got {order!r}.")
     return np.split(rows, range(batch_size, n, batch_size))

@@ -30,11 +30,11 @@ import os
 import keras
 import numpy as np
 
-from kzoo.backend.checks import checked_upstream
+from kzoo.backend import checked_upstream
 from kzoo.data.padding_ladder import length_ladder
 from kzoo.export import onnx_tracing
 from kzoo.export.onnx_tracing import InputSpec
-from kzoo.models import label_names
+from kzoo.models import input_checks
 from kzoo import atomic
 
 MODEL_FILE = "model.onnx"
@@ -230,7 +230,7 @@ def _serving_config(model, specs, outputs, onnx_path, difference):
         ],
         "outputs": [{"name": name, "dtype": "float32"} for name in outputs],
         "max_sequence_length": getattr(getattr(model, "backbone", model), "max_sequence_length", None),
-        "labels": {name: getattr(model, name) for name in label_names.ARGUMENTS if getattr(model, name, None)},
+        "labels": {name: getattr(model, name) for name in input_checks.ARGUMENTS if getattr(model, name, None)},
         "opset": opsets.get("ai.onnx"),
         "exported_on": keras.backend.backend(),
         "largest_difference_from_keras": difference,

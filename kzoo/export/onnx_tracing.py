@@ -13,7 +13,7 @@ output names, and writes the file, for any batch and sequence length:
   maintained exporter (Keras falls back to TorchScript for unknown shapes,
   which cannot trace a LayerNorm of unknown length).
 
-Called inside `kzoo.backend.checks.checked_upstream` and with the
+Called inside `kzoo.backend.checked_upstream` and with the
 exporters' own chatter silenced (`quiet`).
 """
 

@@ -1,17 +1,15 @@
 """Backend-agnostic building blocks of "Attention Is All You Need" (and BERT)."""
 
 from kzoo.layers.dropout import Dropout
-from kzoo.layers.feed_forward import FeedForward, get_activation
-from kzoo.layers.masks import (
+from kzoo.layers.transformer_block import FeedForward, TransformerBlock, get_activation
+from kzoo.layers.multi_head_attention import (
+    MultiHeadAttention,
     causal_attention_mask,
     large_negative_number,
     merge_attention_masks,
     padding_attention_mask,
 )
-from kzoo.layers.multi_head_attention import MultiHeadAttention
-from kzoo.layers.position_encoding import PositionEmbedding, SinusoidalPositionEncoding
-from kzoo.layers.token_embedding import TokenEmbedding
-from kzoo.layers.transformer_block import TransformerBlock
+from kzoo.layers.embeddings import PositionEmbedding, SinusoidalPositionEncoding, TokenEmbedding
 from kzoo.layers.transformer_decoder_block import TransformerDecoderBlock
 from kzoo.layers.transformer_encoder_block import TransformerEncoderBlock
 

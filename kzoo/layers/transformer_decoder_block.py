@@ -3,12 +3,12 @@
 import keras
 from keras import ops
 
-from kzoo.layers.masks import (
+from kzoo.layers.multi_head_attention import (
     causal_attention_mask,
     merge_attention_masks,
     padding_attention_mask,
 )
-from kzoo.layers.transformer_block import TransformerBlock
+from kzoo.layers.transformer_block import TransformerBlock, sublayer_connection
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -138,7 +138,7 @@ class TransformerDecoderBlock(TransformerBlock):
             None if encoder_padding_mask is None else padding_attention_mask(encoder_padding_mask)
         )
 
-        x, self_extras = self._residual(
+        x, self_extras = sublayer_connection(
             decoder_sequence,
             lambda h: self.self_attention(
                 h,
@@ -150,9 +150,10 @@ class TransformerDecoderBlock(TransformerBlock):
             ),
             self.self_attention_layer_norm,
             self.self_attention_dropout,
+            self.normalize_first,
             training,
         )
-        x, cross_extras = self._residual(
+        x, cross_extras = sublayer_connection(
             x,
             lambda h: self.cross_attention(
                 h,
@@ -164,10 +165,12 @@ class TransformerDecoderBlock(TransformerBlock):
             ),
             self.cross_attention_layer_norm,
             self.cross_attention_dropout,
+            self.normalize_first,
             training,
         )
-        x, _ = self._residual(
-            x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout, training
+        x, _ = sublayer_connection(
+            x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout,
+            self.normalize_first, training,
         )
 
         results = (x,)

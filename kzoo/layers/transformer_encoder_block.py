@@ -1,10 +1,12 @@
 """One encoder layer, "Attention Is All You Need" sec. 3.1 (Figure 1, left)."""
 
+import functools
+
 import keras
 from keras import ops
 
-from kzoo.layers.masks import merge_attention_masks, padding_attention_mask
-from kzoo.layers.transformer_block import TransformerBlock
+from kzoo.layers.multi_head_attention import merge_attention_masks, padding_attention_mask
+from kzoo.layers.transformer_block import TransformerBlock, sublayer_connection
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -105,31 +107,26 @@ class TransformerEncoderBlock(TransformerBlock):
         return_attention_scores=False,
         training=None,
     ):
-        mask = merge_attention_masks(
-            None if padding_mask is None else padding_attention_mask(padding_mask),
-            attention_mask,
-        )
+        mask = None if padding_mask is None else padding_attention_mask(padding_mask)
+        if attention_mask is not None:
+            mask = merge_attention_masks(mask, attention_mask)
         queries, keys = inputs, None  # keys None: self-attention over the queries
         if output_positions is not None:
             queries = gather_positions(inputs, output_positions)
             keys = self.self_attention_layer_norm(inputs) if self.normalize_first else inputs
             if mask is not None and mask.shape[1] != 1:  # one row per query
                 mask = gather_positions(mask, output_positions)
-        x, scores = self._residual(
-            queries,
-            lambda h: self.self_attention(
-                h,
-                keys,
-                attention_mask=mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            ),
-            self.self_attention_layer_norm,
-            self.self_attention_dropout,
-            training,
+        attention = functools.partial(  # keys None: self-attention over the queries
+            self.self_attention, value=keys, attention_mask=mask,
+            return_attention_scores=return_attention_scores, training=training,
         )
-        x, _ = self._residual(
-            x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout, training
+        x, scores = sublayer_connection(
+            queries, attention, self.self_attention_layer_norm, self.self_attention_dropout,
+            self.normalize_first, training,
+        )
+        x, _ = sublayer_connection(
+            x, self.feed_forward, self.feed_forward_layer_norm, self.feed_forward_dropout,
+            self.normalize_first, training,
         )
         return (x, scores[0]) if return_attention_scores else x
 

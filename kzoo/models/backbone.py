@@ -1,11 +1,13 @@
 """The base class of kzoo's backbones: a network built from its hyper-parameters."""
 
 import keras
+import numpy as np
 
 from kzoo import presets
-from kzoo.models import batch_checks
+from kzoo.backend import is_concrete
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY
+from kzoo.models.datasets import checked
 from kzoo.models.input_checks import check_examples
 
 
@@ -31,7 +33,7 @@ class Backbone(BaseModel):
     TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
     `tf.data.Dataset` leaves the shuffling to the dataset. `fit`, `evaluate`
     and `predict` check packed inputs against `input_limits()` before the
-    compiled step (`kzoo.models.batch_checks`), after `complete_inputs`, the
+    compiled step (`kzoo.models.input_checks`), after `complete_inputs`, the
     checks of an eager call (ids, not text; integers; shapes).
 
     Args:
@@ -135,7 +137,7 @@ class Backbone(BaseModel):
 
     def input_limits(self):
         """What the inputs' values must respect: input name -> a list of
-        `kzoo.backend.checks.IdsLimit` (ids inside an embedding table) and
+        `kzoo.backend.IdsLimit` (ids inside an embedding table) and
         `LengthLimit` (the last axis inside the position table). Defaults to
         none.
 
@@ -172,7 +174,7 @@ class Backbone(BaseModel):
             # Keras would truncate fractional ids (a cast) and name strings only an
             # "Unrecognized data type".
             x = self.complete_inputs(x)
-        x = batch_checks.checked(x, self.input_limits(), refused)
+        x = checked(x, self.input_limits(), refused)
         return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
 
 
@@ -180,3 +182,174 @@ def _holds_layers(value):
     if isinstance(value, (list, tuple)):
         return any(isinstance(item, keras.layers.Layer) for item in value)
     return isinstance(value, keras.layers.Layer)
+
+
+# === The id inputs of an eager call (`complete_inputs`) ===
+
+
+def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
+    """`ValueError`s for a backbone's id inputs that cannot be ids: None,
+    text, rank below 2, shapes that disagree, fractional values, values
+    beyond int32 (which the cast to int32 would wrap; the embedding layers
+    check the rest of the range).
+
+    Args:
+        inputs: dict. `{name: tensor, array or list}`; None values are absent.
+        tables: dict. `{name: rows of its embedding table}` for the inputs
+            whose values are ids (others, e.g. a padding mask, are only shape-checked).
+        owner: str. The model's class name, for the messages.
+        text_hint: str. What to call on text first (e.g. the preprocessor).
+        same_shape: bool. Whether all inputs share one shape (BERT's
+            `token_ids`, `segment_ids`, `padding_mask`); else only the
+            batch size (the Transformer's source and target). Defaults to `True`.
+
+    Example:
+
+    >>> check_id_inputs({"token_ids": np.array([[2, 5.5, 3]])}, {"token_ids": 10}, "BertBackbone", "")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertBackbone: token_ids must be integer ids; got 5.5 at index (0, 1). ...
+    """
+    shapes = {}
+    for name, value in inputs.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = arrays_from_lists({name: value}, owner)[name]
+        if holds_text(value):
+            raise ValueError(
+                f"{owner} takes token ids, not text: {name} holds strings. {text_hint}"
+            )
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            raise ValueError(
+                f"{owner}: {name} is an array of Python objects (e.g. rows of different lengths, or "
+                "None among the ids); ids must be an int array of shape (batch, sequence_length)."
+            )
+        shape = _shape(value)
+        if shape is not None and len(shape) < 2:
+            raise ValueError(
+                f"{owner}: {name} must be (batch, sequence_length); got shape {shape}. For one "
+                "example, keep the batch dimension: give the preprocessor a list of one text, "
+                "or use ids[None]."
+            )
+        if shape is not None:
+            shapes[name] = shape
+        if name in tables and is_concrete(value):
+            values = keras.ops.convert_to_numpy(value) if keras.ops.is_tensor(value) else np.asarray(value)
+            _check_integral(values, name, owner)
+            _check_int32(values, name, owner, tables[name])
+    _check_shapes(shapes, owner, same_shape)
+
+
+def arrays_from_lists(inputs, owner):
+    """`inputs` (a dict) with lists and tuples made NumPy arrays and None
+    values dropped (None means absent); rows of different lengths are a
+    `ValueError` saying to pad them.
+
+    Example:
+
+    >>> arrays_from_lists({"token_ids": [[2, 3]], "segment_ids": None}, "BertBackbone")["token_ids"].shape
+    (1, 2)
+    """
+    arrays = {}
+    for name, value in inputs.items():
+        if isinstance(value, (list, tuple)):
+            try:
+                value = np.asarray(value)
+            except ValueError:
+                raise ValueError(
+                    f"{owner}: the rows of {name} have different lengths; ids must be an int array of "
+                    "shape (batch, sequence_length): pad the rows (the preprocessor does)."
+                ) from None
+        if value is not None:
+            arrays[name] = value
+    return arrays
+
+
+def missing_token_ids(name, owner, text_hint):
+    """The `ValueError` for a backbone called without its token ids.
+
+    Example:
+
+    >>> str(missing_token_ids("token_ids", "BertBackbone", "Use the preprocessor."))[:44]
+    'BertBackbone got no token_ids (None): it tak'
+    """
+    return ValueError(
+        f"{owner} got no {name} (None): it takes token ids, an int array (batch, "
+        f"sequence_length). {text_hint}"
+    )
+
+
+def _shape(value):
+    """The shape as a tuple (None for unknown dimensions, symbolic ones
+    included: a JAX or torch export traced for any batch), or None when even
+    the rank is unknown."""
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return np.shape(value)
+    try:
+        return tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in shape)
+    except (TypeError, ValueError):  # a TensorShape of unknown rank
+        return None
+
+
+def holds_text(value):
+    """Whether `value` holds text: a string, a `tf.string` tensor, a NumPy
+    array of strings (or of objects, one a string), a list whose first item
+    (nested) is one.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
+    (True, False, True)
+    """
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    if isinstance(value, (str, bytes)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return False
+    if isinstance(dtype, np.dtype):
+        strings = dtype == np.dtype(object) and any(isinstance(v, (str, bytes)) for v in value.flat)
+        return dtype.kind in "US" or strings
+    return getattr(dtype, "name", None) == "string"  # a tf.string tensor
+
+
+def _check_integral(values, name, owner):
+    if values.dtype.kind == "f" and values.size:
+        fractional = np.argwhere(np.mod(values, 1) != 0)
+        if len(fractional):
+            index = tuple(int(i) for i in fractional[0])
+            raise ValueError(
+                f"{owner}: {name} must be integer ids; got {values[index]} at index {index}. Ids "
+                "are never rounded: check where they came from."
+            )
+
+
+def _check_int32(values, name, owner, table):
+    """Ids the model's int32 cast would wrap (2**32 + 5 becomes 5); ids
+    inside int32 are checked against the table by the embedding layers."""
+    if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+        extreme = values.max() if values.max() >= 2**31 else values.min()
+        raise ValueError(
+            f"{owner}: {name} holds {extreme}, beyond int32, the ids' dtype (a cast would wrap it "
+            f"to another id). Ids must lie in [0, {table}): were they made with another vocabulary?"
+        )
+
+
+def _check_shapes(shapes, owner, same_shape):
+    """Known dimensions must agree (all of them, or the batch size)."""
+    names = list(shapes)
+    for other in names[1:]:
+        a, b = shapes[names[0]], shapes[other]
+        dims = range(max(len(a), len(b))) if same_shape else (0,)
+        agree = len(a) == len(b) or not same_shape
+        agree = agree and all(a[d] is None or b[d] is None or a[d] == b[d] for d in dims)
+        if not agree:
+            what = "the same shape" if same_shape else "the same batch size"
+            raise ValueError(
+                f"{owner}: {names[0]} has shape {a} but {other} has shape {b}; they must have "
+                f"{what}. Make them together, e.g. with the preprocessor."
+            )

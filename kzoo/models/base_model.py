@@ -1,17 +1,11 @@
-"""The one base of kzoo's `Backbone` and `Task`: what both add to `keras.Model`.
-
-- A config made of the constructor's arguments (`kzoo.models.serialization`),
-  with the int8 mode of `quantize` (`kzoo.models.quantization`) and LoRA
-  (`enable_lora`, `kzoo.layers.lora`).
-- `fit`, `evaluate`, `predict` and the `*_on_batch` methods on one path: the
-  subclass's `_prepare` checks the data once where it comes in (and a task
-  packs raw text and batches it by length), then Keras runs its steps.
-- Atomic `save` / `save_weights`: written beside, renamed into place.
-- `jit_compile="auto"`: XLA on TensorFlow as on JAX.
+"""The one base of kzoo's `Backbone` and `Task`: a config made of the
+constructor's arguments (with int8 `quantize` and LoRA), `fit`, `evaluate`,
+`predict` and the `*_on_batch` methods on one checked path (the subclass's
+`_prepare`), atomic `save` / `save_weights`, and `jit_compile="auto"` as XLA on
+TensorFlow as on JAX.
 """
 
-import contextlib
-import os
+import functools
 
 import keras
 import numpy as np
@@ -20,9 +14,9 @@ from keras import ops
 
 from kzoo import backend
 from kzoo.layers import lora
-from kzoo.models import accumulation, batch_checks, fit_data, quantization, serialization
-from kzoo.models.batching import FollowEpochs, padded_to, resumed_stream
-from kzoo.models.input_checks import check_int
+from kzoo.models import batching, quantization, serialization
+from kzoo.models.datasets import resumed_stream
+from kzoo.models.input_checks import check_int, num_rows
 from kzoo import atomic
 
 
@@ -200,7 +194,7 @@ class BaseModel(keras.Model):
         >>> os.listdir(os.path.dirname(path))
         ['backbone.keras']
         """
-        with _beside(filepath, overwrite, zipped is not False) as path:
+        with atomic.replacing_file_of_keras(filepath, overwrite, zipped is not False) as path:
             return super().save(path, overwrite=overwrite, zipped=zipped, **kwargs)
 
     def save_weights(self, filepath, overwrite=True, max_shard_size=None):
@@ -219,7 +213,7 @@ class BaseModel(keras.Model):
         >>> os.listdir(os.path.dirname(path))
         ['backbone.weights.h5']
         """
-        with _beside(filepath, overwrite, max_shard_size is None) as path:
+        with atomic.replacing_file_of_keras(filepath, overwrite, max_shard_size is None) as path:
             super().save_weights(path, overwrite=overwrite, max_shard_size=max_shard_size)
             if max_shard_size is None:
                 lora.append_state(self, path)  # W0, A and B as they are: a resumed fit goes on exactly
@@ -246,7 +240,7 @@ class BaseModel(keras.Model):
             lora.restore_state(self, filepath)
 
     def make_train_function(self, force=False):
-        if self.train_function is None:
+        if self.train_function is None and getattr(getattr(self, "backbone", self), "_lora", None):
             lora.revive(self)  # factors Keras zeroed when loading a `.keras` file
         return super().make_train_function(force=force)
 
@@ -268,35 +262,37 @@ class BaseModel(keras.Model):
         a `tf.data.Dataset`, which shuffles itself."""
         if self.compiles_itself and not self.compiled:
             self.compile()
-        check_int(epochs, "epochs", type(self).__name__, minimum=0)
+        owner = type(self).__name__
+        check_int(epochs, "epochs", owner, minimum=0)
         if validation_data is None:
-            x, y, sample_weight, validation_data = fit_data.held_out(x, y, sample_weight, validation_split, self)
-        validation_split = 0.0  # held out here (Keras' own split takes arrays only) or overridden
+            x, y, sample_weight, validation_data = batching.held_out(x, y, sample_weight, validation_split, owner)
+        elif not isinstance(validation_data, tuple):
+            validation_data = batching.validation_tuple(validation_data, y, owner)
         shuffle = not isinstance(x, tf.data.Dataset) if shuffle is None else shuffle
         order = "shuffled" if shuffle else "given"
-        refused = []  # this call's batches refused inside tf.data (`kzoo.models.batch_checks`)
+        refused = []  # this call's batches refused inside tf.data (`kzoo.models.input_checks`)
         seed = int(np.random.randint(2**31 - 1))
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed, refused)
         counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
-        train, data = fit_data.accumulated(self, train, data, order, counts_tokens)
+        train, data = batching.accumulated(self, train, data, order, counts_tokens)
         if data is not None:
-            callbacks, shuffle = [*(callbacks or []), FollowEpochs(data)], False
+            follow = keras.callbacks.LambdaCallback(on_epoch_begin=data.set_epoch)  # a resumed fit: its epoch
+            callbacks, shuffle = [*(callbacks or []), follow], False
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
-            unpacked = fit_data.validation_tuple(validation_data, y, self)
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
-            held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(unpacked)
+            held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(validation_data)
             held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
-        if getattr(self, "_default_optimizer_pending", False):
+        if getattr(self, "_default_optimizer_pending", False) and not self.optimizer.built:
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
             self._schedule_default_optimizer(train["x"], epochs, steps)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self, refused):
+        with backend.checked_upstream(self, refused):
             return super().fit(
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
-                validation_split=validation_split, validation_data=validation_data, shuffle=shuffle, **kwargs,
+                validation_split=0.0, validation_data=validation_data, shuffle=shuffle, **kwargs,  # held out above
             )
 
     def loss_counts(self, y, sample_weight=None):
@@ -304,7 +300,7 @@ class BaseModel(keras.Model):
         tensor}`, one entry per mean in the loss (e.g. the real target
         tokens), or None for a loss that is not a mean over tokens (the
         default). Under gradient accumulation `fit` normalises each
-        micro-batch over its group's counts (`kzoo.models.accumulation`)."""
+        micro-batch over its group's counts (`kzoo.models.batching`)."""
         return None
 
     def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
@@ -318,12 +314,12 @@ class BaseModel(keras.Model):
     def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         # Keras' train and test steps (every backend) compute the loss here: the
         # normalisers sent with the sample weights go to `renormalised_loss`.
-        sample_weight, normalisers = accumulation.split(sample_weight)
+        sample_weight, normalisers = batching.split(sample_weight)
         loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
         return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
+        return super().compute_metrics(x, y, y_pred, batching.split(sample_weight)[0])
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
@@ -336,29 +332,34 @@ class BaseModel(keras.Model):
             self.compile()
         refused = []
         prepared = self._prepare(x, y, sample_weight, batch_size, refused=refused)[0]
-        with batch_checks.reported(self, refused):
+        with backend.checked_upstream(self, refused):
             return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict` on checked data (a task's also raw text).
 
-        Examples in memory run in batches of similar lengths; outputs come
-        back in the caller's order, a sequence axis at the packed length (0
-        beyond each batch's padded length)."""
+        Examples in memory run in batches of similar lengths, each by Keras'
+        `predict_on_batch` (with `callbacks` and a progress bar over several
+        batches); outputs come back in the caller's order, a sequence axis at
+        the packed length (0 beyond each batch's padded length)."""
         refused = []
         prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
-        self._pad_outputs_to(None if data is None else data.max_length)
-        with batch_checks.reported(self, refused):
-            if data is not None and len(data) == 1 and not kwargs:
-                # One batch (e.g. one request): Keras' step without its data pipeline and
-                # progress bar, 5 ms instead of 50 on TensorFlow.
-                outputs = super().predict_on_batch(data[0][0])
-            else:
-                outputs = super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
-        if data is None:
-            return outputs
-        back = np.argsort(data.rows())  # the caller's order
-        return keras.tree.map_structure(lambda array: array[back], outputs)
+        with backend.checked_upstream(self, refused):
+            if data is None:
+                return super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
+            callbacks = keras.callbacks.CallbackList(
+                kwargs.get("callbacks"), add_progbar=verbose != 0 and len(data) > 1, verbose=verbose, epochs=1,
+                steps=len(data), model=self,
+            )
+            callbacks.on_predict_begin()
+            outputs = []
+            for index in range(len(data)):
+                callbacks.on_predict_batch_begin(index)
+                outputs.append(super().predict_on_batch(data[index][0]))
+                callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
+            callbacks.on_predict_end()
+        joined = functools.partial(batching.joined, data.batches, data.max_length)
+        return keras.tree.map_structure(joined, self.output, *outputs)
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:
@@ -367,22 +368,6 @@ class BaseModel(keras.Model):
         function = super().make_predict_function(force)  # None when it builds one (TensorFlow)
         backend.without_retracing_warning(self.predict_function)
         return function
-
-    def predict_step(self, *args):
-        # Keras' step takes `(data)`, or `(state, data)` on JAX; outputs along
-        # the sequence padded back so that batches of different lengths concatenate.
-        length = getattr(self, "_output_length", None)
-        return backend.map_predictions(
-            super().predict_step(*args),
-            lambda outputs: outputs if length is None else padded_to(length, outputs, self.output),
-        )
-
-    def _pad_outputs_to(self, length):
-        if not any(size is None for output in keras.tree.flatten(self.output) for size in output.shape[1:]):
-            length = None  # no output along the sequence (e.g. embeddings): one traced step for every length
-        if length != getattr(self, "_output_length", None):
-            self._output_length = length
-            self.predict_function = None  # traced with the old length
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """`keras.Model.train_on_batch` on a batch checked (a task's also
@@ -401,9 +386,9 @@ class BaseModel(keras.Model):
         ...
         ValueError: `token_embedding` ids must lie in [0, 50) (the embedding table has 50 rows), but got values ...
         """
-        x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
+        x, y, sample_weight = self._one_batch(x, y, sample_weight)
         backend.build_optimizer_before_fit(self)  # one trace of the step, not two (TensorFlow)
-        with batch_checks.reported(self):
+        with backend.checked_upstream(self):
             return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                           return_dict=return_dict)
 
@@ -421,8 +406,8 @@ class BaseModel(keras.Model):
         >>> float(backbone.test_on_batch(x, {"pooled_output": np.zeros((2, 8))})) >= 0
         True
         """
-        x, y, sample_weight = self._one_batch(x, y, sample_weight, with_labels=True)
-        with batch_checks.reported(self):
+        x, y, sample_weight = self._one_batch(x, y, sample_weight)
+        with backend.checked_upstream(self):
             return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
 
     def predict_on_batch(self, x):
@@ -437,32 +422,17 @@ class BaseModel(keras.Model):
         >>> backbone.predict_on_batch({"token_ids": np.ones((2, 4), "int32")})["sequence_output"].shape
         (2, 4, 8)
         """
-        x = self._one_batch(x, None, None, with_labels=False)[0]
-        with batch_checks.reported(self):
-            return super().predict_on_batch(x)
+        return self.predict(x, batch_size=num_rows(x) or None, verbose=0)
 
-    def _one_batch(self, x, y, sample_weight, with_labels):
-        # One batch as Keras' `*_on_batch` take it: checked, and raw text packed.
-        if with_labels and self.compiles_itself and not self.compiled:
+    def _one_batch(self, x, y, sample_weight):
+        # One batch as Keras' `train_on_batch` and `test_on_batch` take it: checked, and raw text packed.
+        if self.compiles_itself and not self.compiled:
             self.compile()
         prepared, data = self._prepare(x, y, sample_weight, order="given")
         if data is None:
             return prepared["x"], prepared["y"], prepared["sample_weight"]
-        self._pad_outputs_to(data.max_length)
         return (*data.batch(np.arange(data.size)), None, None)[:3]
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.
         return backend.auto_jit_compile(self, super()._resolve_auto_jit_compile)
-
-
-@contextlib.contextmanager
-def _beside(filepath, overwrite, one_file):
-    """A scratch path beside `filepath`, renamed to it on success; `filepath`
-    itself where Keras writes in its own way (see `BaseModel.save`)."""
-    local = isinstance(filepath, (str, os.PathLike)) and "://" not in os.fspath(filepath)
-    if not (local and one_file) or (not overwrite and os.path.exists(filepath)):
-        yield filepath
-        return
-    with atomic.replacing_file(filepath) as scratch:
-        yield scratch

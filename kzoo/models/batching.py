@@ -5,7 +5,7 @@ order that depends only on `(seed, epoch)`.
 Keras shuffles arrays in memory from a random state that lives only in the
 running process, drawn once per epoch: a `fit` resumed at epoch k by
 `keras.callbacks.BackupAndRestore` would draw epoch 0's order again. Here
-epoch k's batches come from `(seed, k)` (`length_batches`), and `FollowEpochs`
+epoch k's batches come from `(seed, k)` (`length_batches`), and `LengthBatches.set_epoch`
 tells the data which epoch Keras is in; `seed` is drawn from NumPy's global
 generator when `fit` starts, so a script seeded with
 `keras.utils.set_random_seed` gets the same batches when it is run again to resume.
@@ -16,21 +16,21 @@ sequence length was 0.46x on torch (benchmarks/real_text.py, 2026-11-27, AMD
 EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 """
 
-import json
-import os
+import functools
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 import tqdm
+from keras import ops
 
 from kzoo import backend
 from kzoo.backend import tensorflow as tensorflow_backend
-from kzoo.models import accumulation
 from kzoo.data.padding_ladder import (
-    SEQUENCE_KEYS, cut_to, ladder_length, length_batches, length_ladder, text_lengths,
+    SEQUENCE_KEYS, cut_to, length_batches, length_ladder, text_lengths,
 )
-from kzoo.models.input_checks import num_rows, rows, to_tensors
+from kzoo.models.input_checks import num_rows, rows as row_range
 
 IN_MEMORY = (str, bytes, list, tuple, np.ndarray, tf.Tensor, tf.RaggedTensor)
 PACKING_CHUNK = 4096  # texts per eager call of the preprocessor
@@ -84,7 +84,7 @@ class LengthBatches(keras.utils.PyDataset):
 
     def accumulate(self, steps, counts):
         """Batches for gradient accumulation over `steps` micro-batches
-        (`kzoo.models.accumulation`): the big batches of `steps · batch_size`
+        (`kzoo.models.batching`): the big batches of `steps · batch_size`
         examples, each cut into `steps` micro-batches that carry the big
         batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
 
@@ -98,18 +98,24 @@ class LengthBatches(keras.utils.PyDataset):
         self.accumulation_steps, self.counts = steps, counts
         self.set_epoch(0)
 
-    def set_epoch(self, epoch):
-        """Batches the examples as epoch `epoch` (0-based, as Keras counts)."""
+    def set_epoch(self, epoch, logs=None):
+        """Batches the examples as epoch `epoch` (0-based, as Keras counts);
+        a `keras.callbacks.LambdaCallback`'s `on_epoch_begin` (`logs` unused),
+        so that a resumed `fit` begins at the epoch it resumes.
+
+        Example:
+
+        >>> data = LengthBatches({"ids": np.arange(4)}, batch_size=4, order="shuffled", seed=0)
+        >>> data.set_epoch(2)
+        >>> sorted(data.batches[0].tolist())
+        [0, 1, 2, 3]
+        """
         keys = self.rungs if self.order == "shuffled" else self.lengths
         size = self.batch_size * self.accumulation_steps
         self.batches = length_batches(keys, size, self.order, self.seed, epoch)
         if self.accumulation_steps > 1:
-            self.batches, self.normalisers = accumulation.micro_batches(
+            self.batches, self.normalisers = micro_batches(
                 self.batches, self.accumulation_steps, self.counts)
-
-    @property
-    def num_batches(self):
-        return len(self.batches)
 
     def __len__(self):
         return len(self.batches)
@@ -119,34 +125,25 @@ class LengthBatches(keras.utils.PyDataset):
         if self.normalisers is None:
             return batch
         x, y, sample_weight = (*batch, None, None)[:3]
-        return x, y, accumulation.with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
+        return x, y, with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
 
     def batch(self, rows):
         """The examples `rows` as a batch, its padding cut to its ladder length."""
         x, y, sample_weight = keras.tree.map_structure(lambda a: None if a is None else a[rows], self.arrays)
         if self.max_length is not None:
-            length = ladder_length(int(self.lengths[rows].max(initial=0)), self.max_length, ladder=self.ladder)
+            length = self.ladder[int(self.rungs[rows].max(initial=0))]  # the rung that holds the longest
             x, y, sample_weight = cut_to(length, x, y, sample_weight, self.labels_per_token)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
-    def rows(self):
-        """Which example each row of the concatenated batches is (to put
-        `predict`'s outputs back in the caller's order)."""
-        return np.concatenate(self.batches) if self.batches else np.zeros(0, "int64")
-
     def signature(self):
         """The batches' `tf.TensorSpec`s: batch and sequence axes unknown."""
-
-        def spec(array, sequence):
-            shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
-            return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
-
         x, y, sample_weight = (*self[0], None, None)[:3]
-        x = {key: spec(value, key in SEQUENCE_KEYS) for key, value in x.items()}
-        y, sample_weight = (
-            None if v is None else keras.tree.map_structure(lambda a: spec(a, self.labels_per_token), v)
-            for v in (y, sample_weight)
-        )
+        x = dict(x)
+        for key, value in x.items():
+            x[key] = _spec(value, key in SEQUENCE_KEYS)
+        labels_spec = functools.partial(_spec, sequence=self.labels_per_token)
+        y = None if y is None else keras.tree.map_structure(labels_spec, y)
+        sample_weight = None if sample_weight is None else keras.tree.map_structure(labels_spec, sample_weight)
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
     def for_keras(self):
@@ -170,6 +167,7 @@ def packed(preprocessor, x, y=None, sample_weight=None):
 
     >>> from kzoo import BertPreprocessor, BertTokenizer
     >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> from kzoo.models.input_checks import to_tensors
     >>> x, y, _ = packed(BertPreprocessor(tokenizer, 4), to_tensors(["hi", "hi hi"]), to_tensors([0, 1]))
     >>> x["token_ids"].tolist(), y.tolist()
     ([[2, 5, 3, 0], [2, 5, 5, 3]], [0, 1])
@@ -179,9 +177,12 @@ def packed(preprocessor, x, y=None, sample_weight=None):
     chunks = []
     starts = range(0, num_rows(x), PACKING_CHUNK)
     for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
-        part = [rows(value, start, start + PACKING_CHUNK) for value in (x, y, sample_weight)]
+        stop = start + PACKING_CHUNK
+        part = row_range(x, start, stop), row_range(y, start, stop), row_range(sample_weight, start, stop)
         outputs = _traced_call(preprocessor, settings, part[0]) if traced else preprocessor.call(*part)
         chunks.append(keras.tree.map_structure(_to_numpy, keras.utils.unpack_x_y_sample_weight(outputs)))
+    if len(chunks) == 1:
+        return chunks[0]
     return keras.tree.map_structure(lambda *parts: None if parts[0] is None else np.concatenate(parts), *chunks)
 
 
@@ -194,123 +195,230 @@ def _call(preprocessor, settings, x):
 _traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, reduce_retracing=True, autograph=False))
 
 
+def _spec(array, sequence):
+    # A batch's `tf.TensorSpec`, batch (and with `sequence`, sequence) axes unknown.
+    shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
+    return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
+
+
 def _to_numpy(value):
     return None if value is None else value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
-def padded_to(length, outputs, symbolic_outputs):
-    """`outputs` of one batch padded with 0 to `length` along the axes that
-    follow the sequence: those the functional graph's outputs leave unknown
-    (besides the batch axis).
+def joined(batches, length, symbolic, *parts):
+    """One output of `predict`'s batches as one NumPy array in the caller's
+    order, 0 beyond a batch's padded length along the axes the functional
+    graph leaves unknown (besides the batch axis): those along the sequence.
 
     Args:
-        length: int. The packed length.
-        outputs: a tensor or a structure of tensors. A batch's outputs.
-        symbolic_outputs: the same structure of `keras.KerasTensor`s (`model.output`).
+        batches: list of int arrays. The examples of each batch (`LengthBatches.batches`).
+        length: int or None. The packed length; None: the batches were not cut.
+        symbolic: `keras.KerasTensor`. The output in the graph (`model.output`).
+        *parts: NumPy arrays. The output of each batch.
 
     Example:
 
-    >>> keras.ops.convert_to_numpy(padded_to(4, np.ones((1, 2)), keras.KerasTensor((None, None)))).tolist()
-    [[1.0, 1.0, 0.0, 0.0]]
+    >>> joined([np.array([1]), np.array([0, 2])], 3, keras.KerasTensor((None, None)), np.ones((1, 1)), np.ones((2, 2)))
+    array([[1., 1., 0.],
+           [1., 0., 0.],
+           [1., 1., 0.]])
     """
+    shape = list(parts[0].shape)
+    for axis in range(1, len(shape)):
+        if symbolic.shape[axis] is None and length is not None:
+            shape[axis] = length
+    shape[0] = sum(map(len, batches))
+    result = np.zeros(shape, parts[0].dtype)
+    for rows, part in zip(batches, parts):
+        result[(rows, *map(slice, part.shape[1:]))] = part
+    return result
 
-    def pad(output, symbolic):
-        axes = [i for i, size in enumerate(symbolic.shape) if i > 0 and size is None]
-        if not axes:
-            return output
-        shape = keras.ops.shape(output)
-        return keras.ops.pad(output, [[0, length - shape[i] if i in axes else 0] for i in range(len(shape))])
 
-    return keras.tree.map_structure(pad, outputs, symbolic_outputs)
+# === What `fit` does beside: held-out examples, validation data ===
 
 
-def split_off(value, fraction):
-    """`(first, last)`: the last `fraction` of the examples held out, as Keras'
-    `validation_split` does: text, labels or weights in memory, or a dict of
-    packed arrays.
+def held_out(x, y, sample_weight, fraction, owner):
+    """`(x, y, sample_weight, validation_data)`: the last `fraction` of the
+    examples held out as Keras' `validation_split` holds them (before
+    shuffling; raw text and label names too); validation_data is None for 0.
+    `ValueError`s, before any work, for a fraction that holds out nothing
+    usable: not a number in [0, 1), data not in memory (a dataset or
+    generator, which cannot be cut before it is read), or a cut that leaves
+    no example on one side.
 
     Example:
 
-    >>> split_off({"token_ids": np.arange(8).reshape(4, 2)}, 0.25)[1]["token_ids"].numpy().tolist()
-    [[6, 7]]
+    >>> held_out(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25, "BertClassifier")
+    (['a', 'b', 'c'], [0, 1, 0], None, (['d'], [1], None))
+    >>> held_out(["a", "b", "c", "d"], None, None, 0.9, "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier: validation_split=0.9 of 4 examples leaves 0 for training. ...
     """
-    if isinstance(value, dict):
-        parts = {key: split_rows(to_tensors(array), fraction) for key, array in value.items()}
-        return {key: part[0] for key, part in parts.items()}, {key: part[1] for key, part in parts.items()}
-    return split_rows(to_tensors(value), fraction)
+    number = isinstance(fraction, (int, float, np.integer, np.floating)) and not isinstance(fraction, (bool, np.bool_))
+    if not (number and 0 <= fraction < 1):
+        raise ValueError(
+            f"{owner}: validation_split must be a number in [0, 1), the fraction of the examples held "
+            f"out (the last ones, as Keras does); got {fraction!r} ({type(fraction).__name__})."
+        )
+    if not fraction:
+        return x, y, sample_weight, None
+    rows = num_rows(x, owner) if isinstance(x, (dict, *IN_MEMORY)) and not isinstance(x, (str, bytes)) else None
+    if rows is None:
+        raise ValueError(
+            f"{owner}: validation_split cuts examples in memory (lists, arrays, tensors); got "
+            f"{type(x).__name__}, which cannot be cut before it is read. Hold out batches yourself "
+            "(e.g. dataset.take(n) for validation_data= and dataset.skip(n) for training)."
+        )
+    cut = int(rows * (1.0 - fraction))
+    if cut == 0 or cut == rows:
+        raise ValueError(
+            f"{owner}: validation_split={fraction} of {rows} examples leaves 0 for "
+            f"{'training' if cut == 0 else 'validation'}. Give more examples or another fraction."
+        )
+    held = row_range(x, cut, None), row_range(y, cut, None), row_range(sample_weight, cut, None)
+    return row_range(x, 0, cut), row_range(y, 0, cut), row_range(sample_weight, 0, cut), held
 
 
-class FollowEpochs(keras.callbacks.Callback):
-    """Sets a `LengthBatches`' epoch as each epoch of `fit` begins (a resumed
-    `fit` begins at the epoch it resumes).
+def validation_tuple(validation_data, y, owner):
+    """`validation_data` (not a tuple) as a tuple `(x,)`; a `ValueError`
+    for examples without labels where the training ones have some (a list
+    of texts is examples, not `[x, y]`).
+
+    Example:
+
+    >>> validation_tuple(["a text"], None, "BertClassifier")
+    (['a text'],)
+    """
+    if y is not None and isinstance(validation_data, IN_MEMORY):
+        raise ValueError(
+            f"{owner}: the training examples have labels but validation_data has "
+            f"none (got a {type(validation_data).__name__}). Pass validation_data=(x_val, y_val) "
+            "as a tuple; a list is read as examples."
+        )
+    return (validation_data,)
+
+
+def accumulated(model, train, data, order, counts_tokens):
+    """`(train, data)` as micro-batches whose loss normalisers make k of
+    them the big batch (`kzoo.models.batching`), when `model`'s
+    optimizer accumulates gradients and its loss `counts_tokens` (declares
+    `loss_counts`)."""
+    steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
+    if steps == 1 or not counts_tokens:
+        return train, data
+    if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
+        warnings.warn(
+            f"{type(model).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
+            f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
+            f"by its own tokens, so an update is the big batch's only when its {steps} "
+            "micro-batches hold equally many. For the exact big batch, pass the examples in "
+            "memory: `fit` then groups them and normalises over each group's tokens.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return train, data
+    if data is None and train["y"] is None:
+        return train, data
+    if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+        data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
+                             order, padding="max_length")
+    counts = model.loss_counts(*data.arrays[1:])  # every example's, counted once
+    if counts is None:
+        return train, data
+    data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
+    return data.for_keras(), data
+
+
+# === Gradient accumulation that equals the big batch for token-level losses ===
+#
+# Keras' optimizer with `gradient_accumulation_steps=k` updates once every k
+# micro-batches with the *mean* of their gradients. A loss that is a mean over
+# each micro-batch's tokens then weighs a token of a micro-batch with few real
+# tokens more than one of a full micro-batch: k micro-batches are not the big
+# batch of their examples (Hugging Face's transformers#35438). The big batch's
+# loss is `Σ_group ℓ / N`, N the group's tokens, so micro-batch j must
+# contribute `k · Σ_j ℓ / N`: its own mean loss times `n_j / (N / k)`.
+#
+# The data path knows the groups, so it computes `N / k` (the *normaliser*):
+# `kzoo.models.batching.LengthBatches.accumulate` cuts each epoch into batches
+# of k·b examples (the big batches, drawn as `fit(batch_size=k·b)` draws them)
+# and each into k micro-batches, and sends each micro-batch's normalisers with
+# its sample weights (`with_normalisers`). `BaseModel` takes them out again
+# (`split`) before Keras' loss and metrics see the weights, and rescales the
+# loss (`BaseModel.renormalised_loss`). A task says what its loss averages over
+# with `loss_counts(y, sample_weight)`: per-example counts, one entry per mean
+# in its loss (e.g. `{"mlm": ..., "nsp": ...}` for BERT's pre-training).
+#
+# Every epoch is then a whole number of groups, so an epoch's end (where
+# `keras.callbacks.BackupAndRestore` backs up) is a group's end as well.
+
+
+NORMALISERS = "loss_normalisers"
+SAMPLE_WEIGHT = "sample_weight"
+
+
+def micro_batches(groups, steps, counts):
+    """`(batches, normalisers)`: each group of examples (a big batch) split
+    into `steps` micro-batches of nearly equal sizes, each with the group's
+    counts divided by `steps` (`{name: float}`).
+
+    A group of fewer than `steps` examples is completed by micro-batches
+    that repeat its first example with infinite normalisers: they weigh
+    nothing, and the optimizer still updates once per group.
 
     Args:
-        data: LengthBatches. The training data of the `fit`.
+        groups: list of int arrays. The example indices of each big batch.
+        steps: int. k, the micro-batches per group.
+        counts: dict of float arrays `(examples,)`. What each example adds
+            to each of the loss's denominators (`loss_counts`).
 
     Example:
 
-    >>> data = LengthBatches({"ids": np.arange(4)}, batch_size=4, order="shuffled", seed=0)
-    >>> FollowEpochs(data).on_epoch_begin(2)
-    >>> sorted(data.batches[0].tolist())
-    [0, 1, 2, 3]
+    >>> batches, normalisers = micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
+    >>> [b.tolist() for b in batches]
+    [[0, 1, 2], [3, 4], [5], [5]]
+    >>> [n["tokens"] for n in normalisers]
+    [5.0, 5.0, 2.5, inf]
     """
+    batches, normalisers = [], []
+    for rows in groups:
+        totals = {name: float(np.sum(count[rows])) / steps for name, count in counts.items()}
+        for part in np.array_split(rows, steps):
+            filler = len(part) == 0
+            batches.append(rows[:1] if filler else part)
+            normalisers.append({name: np.inf for name in totals} if filler else totals)
+    return batches, normalisers
 
-    def __init__(self, data):
-        super().__init__()
-        self.data = data
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.data.set_epoch(epoch)
-
-
-def resumed_stream(dataset, callbacks, steps_per_epoch):
-    """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
-    `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
-    the batches of the epochs a `keras.callbacks.BackupAndRestore` among
-    `callbacks` has backed up: a resumed `fit` reads the batches the
-    uninterrupted one would read next. A pipeline seeded as
-    `kzoo.data.pretraining_dataset(..., seed=s)` is the same stream in
-    every process; the skipped batches are computed by the pipeline (no
-    training step), which is fast next to training.
-
-    Args:
-        dataset: `tf.data.Dataset`. The training batches.
-        callbacks: list of `keras.callbacks.Callback` or None. `fit`'s.
-        steps_per_epoch: int. Batches per epoch.
-
-    Returns:
-        The dataset, or the dataset after the batches already trained on.
+def with_normalisers(sample_weight, normalisers, rows):
+    """A batch's sample weights with its normalisers beside them, one value
+    per example (so that Keras can split a batch over devices).
 
     Example:
 
-    >>> import tensorflow as tf
-    >>> dataset = tf.data.Dataset.range(100)
-    >>> resumed_stream(dataset, None, 10) is dataset  # no backup: from the start
+    >>> weights = with_normalisers(None, {"tokens": 2.5}, 3)
+    >>> weights[NORMALISERS]["tokens"].tolist(), SAMPLE_WEIGHT in weights
+    ([2.5, 2.5, 2.5], False)
+    """
+    packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
+    return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
+
+
+def split(sample_weight):
+    """`(sample_weight, normalisers)`: a batch's own sample weights (or None)
+    and its normalisers as scalars (`{name: tensor}`, or None when the batch
+    carries none).
+
+    Example:
+
+    >>> weights, normalisers = split(with_normalisers(np.ones(2), {"tokens": 4.0}, 2))
+    >>> weights.tolist(), float(normalisers["tokens"])
+    ([1.0, 1.0], 4.0)
+    >>> split(np.ones(2))[1] is None
     True
     """
-    for callback in callbacks or ():
-        if not isinstance(callback, keras.callbacks.BackupAndRestore):
-            continue
-        path = callback._training_metadata_path  # written with each backup (kzoo.backend's list)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as file:
-                finished = int(json.load(file)["epoch"])
-            if finished:
-                return dataset.skip(finished * int(steps_per_epoch))
-    return dataset
-
-
-def split_rows(value, fraction):
-    """`(first, last)`: the last `fraction` of the rows held out, as Keras'
-    `validation_split` does, for a tensor, a tuple of tensors or None.
-
-    Example:
-
-    >>> train, held_out = split_rows(to_tensors(["a", "b", "c", "d"]), 0.25)
-    >>> held_out.numpy().tolist()
-    [b'd']
-    """
-    if value is None:
-        return None, None
-    cut = int(num_rows(value) * (1.0 - fraction))
-    return rows(value, 0, cut), rows(value, cut, None)
+    if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
+        return sample_weight, None
+    normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch
+    return sample_weight.get(SAMPLE_WEIGHT), normalisers

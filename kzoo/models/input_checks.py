@@ -1,17 +1,22 @@
 """Checks of what users hand kzoo's models, before any work is done: integer
-arguments, the id tensors a backbone is called on, and the examples of `fit`,
-`evaluate` and `predict`. Nothing is coerced: a wrong value is a `ValueError`
-in kzoo's words, the same on every backend, saying what to change.
+arguments, the examples of `fit`, `evaluate` and `predict`, their labels
+(label names too), and the packed batches checked once where they come in.
+Nothing is coerced: a wrong value is a `ValueError` in kzoo's words, the same
+on every backend, saying what to change.
 
-Values are read only where they are concrete (eager calls, NumPy); inside a
-compiled step only shapes are checked.
+Inside a compiled step an out-of-range id cannot always stop the step before
+it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
+the weights, see `kzoo.backend`). So kzoo's models check what they are
+given before Keras runs a step: packed inputs in memory all at once (a
+`ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
+pipeline (`kzoo.models.datasets`); the steps then run without checks
+(`kzoo.backend.checked_upstream`).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kzoo.backend import is_concrete
 from kzoo.tokenizers.inputs import check_strings
 
 
@@ -65,171 +70,26 @@ def check_ints(owner, minimum=1, **values):
         check_int(value, name, owner, minimum, CONFIG_HINT)
 
 
-def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
-    """`ValueError`s for a backbone's id inputs that cannot be ids: None,
-    text, rank below 2, shapes that disagree, fractional values, values
-    beyond int32 (which the cast to int32 would wrap; the embedding layers
-    check the rest of the range).
-
-    Args:
-        inputs: dict. `{name: tensor, array or list}`; None values are absent.
-        tables: dict. `{name: rows of its embedding table}` for the inputs
-            whose values are ids (others, e.g. a padding mask, are only shape-checked).
-        owner: str. The model's class name, for the messages.
-        text_hint: str. What to call on text first (e.g. the preprocessor).
-        same_shape: bool. Whether all inputs share one shape (BERT's
-            `token_ids`, `segment_ids`, `padding_mask`); else only the
-            batch size (the Transformer's source and target). Defaults to `True`.
+def checked_steps(steps):
+    """`gradient_accumulation_steps` for a Keras optimizer: None for None or
+    1 (Keras takes 2 or more), else the positive int; anything else is a
+    `ValueError` in kzoo's words.
 
     Example:
 
-    >>> check_id_inputs({"token_ids": np.array([[2, 5.5, 3]])}, {"token_ids": 10}, "BertBackbone", "")
+    >>> checked_steps(1), checked_steps(4)
+    (None, 4)
+    >>> checked_steps(0)
     Traceback (most recent call last):
     ...
-    ValueError: BertBackbone: token_ids must be integer ids; got 5.5 at index (0, 1). ...
+    ValueError: gradient_accumulation_steps must be a positive int or None; got 0.
     """
-    shapes = {}
-    for name, value in inputs.items():
-        if value is None:
-            continue
-        if isinstance(value, (list, tuple)):
-            value = arrays_from_lists({name: value}, owner)[name]
-        if holds_text(value):
-            raise ValueError(
-                f"{owner} takes token ids, not text: {name} holds strings. {text_hint}"
-            )
-        if isinstance(value, np.ndarray) and value.dtype == object:
-            raise ValueError(
-                f"{owner}: {name} is an array of Python objects (e.g. rows of different lengths, or "
-                "None among the ids); ids must be an int array of shape (batch, sequence_length)."
-            )
-        shape = _shape(value)
-        if shape is not None and len(shape) < 2:
-            raise ValueError(
-                f"{owner}: {name} must be (batch, sequence_length); got shape {shape}. For one "
-                "example, keep the batch dimension: give the preprocessor a list of one text, "
-                "or use ids[None]."
-            )
-        if shape is not None:
-            shapes[name] = shape
-        if name in tables and is_concrete(value):
-            values = keras.ops.convert_to_numpy(value) if keras.ops.is_tensor(value) else np.asarray(value)
-            _check_integral(values, name, owner)
-            _check_int32(values, name, owner, tables[name])
-    _check_shapes(shapes, owner, same_shape)
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"gradient_accumulation_steps must be a positive int or None; got {steps!r}.")
+    return None if steps == 1 else steps
 
 
-def arrays_from_lists(inputs, owner):
-    """`inputs` (a dict) with lists and tuples made NumPy arrays and None
-    values dropped (None means absent); rows of different lengths are a
-    `ValueError` saying to pad them.
-
-    Example:
-
-    >>> arrays_from_lists({"token_ids": [[2, 3]], "segment_ids": None}, "BertBackbone")["token_ids"].shape
-    (1, 2)
-    """
-    arrays = {}
-    for name, value in inputs.items():
-        if isinstance(value, (list, tuple)):
-            try:
-                value = np.asarray(value)
-            except ValueError:
-                raise ValueError(
-                    f"{owner}: the rows of {name} have different lengths; ids must be an int array of "
-                    "shape (batch, sequence_length): pad the rows (the preprocessor does)."
-                ) from None
-        if value is not None:
-            arrays[name] = value
-    return arrays
-
-
-def missing_token_ids(name, owner, text_hint):
-    """The `ValueError` for a backbone called without its token ids.
-
-    Example:
-
-    >>> str(missing_token_ids("token_ids", "BertBackbone", "Use the preprocessor."))[:44]
-    'BertBackbone got no token_ids (None): it tak'
-    """
-    return ValueError(
-        f"{owner} got no {name} (None): it takes token ids, an int array (batch, "
-        f"sequence_length). {text_hint}"
-    )
-
-
-def _shape(value):
-    """The shape as a tuple (None for unknown dimensions, symbolic ones
-    included: a JAX or torch export traced for any batch), or None when even
-    the rank is unknown."""
-    shape = getattr(value, "shape", None)
-    if shape is None:
-        return np.shape(value)
-    try:
-        return tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in shape)
-    except (TypeError, ValueError):  # a TensorShape of unknown rank
-        return None
-
-
-def holds_text(value):
-    """Whether `value` holds text: a string, a `tf.string` tensor, a NumPy
-    array of strings (or of objects, one a string), a list whose first item
-    (nested) is one.
-
-    Example:
-
-    >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
-    (True, False, True)
-    """
-    while isinstance(value, (list, tuple)) and value:
-        value = value[0]
-    if isinstance(value, (str, bytes)):
-        return True
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return False
-    if isinstance(dtype, np.dtype):
-        strings = dtype == np.dtype(object) and any(isinstance(v, (str, bytes)) for v in value.flat)
-        return dtype.kind in "US" or strings
-    return getattr(dtype, "name", None) == "string"  # a tf.string tensor
-
-
-def _check_integral(values, name, owner):
-    if values.dtype.kind == "f" and values.size:
-        fractional = np.argwhere(np.mod(values, 1) != 0)
-        if len(fractional):
-            index = tuple(int(i) for i in fractional[0])
-            raise ValueError(
-                f"{owner}: {name} must be integer ids; got {values[index]} at index {index}. Ids "
-                "are never rounded: check where they came from."
-            )
-
-
-def _check_int32(values, name, owner, table):
-    """Ids the model's int32 cast would wrap (2**32 + 5 becomes 5); ids
-    inside int32 are checked against the table by the embedding layers."""
-    if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
-        extreme = values.max() if values.max() >= 2**31 else values.min()
-        raise ValueError(
-            f"{owner}: {name} holds {extreme}, beyond int32, the ids' dtype (a cast would wrap it "
-            f"to another id). Ids must lie in [0, {table}): were they made with another vocabulary?"
-        )
-
-
-def _check_shapes(shapes, owner, same_shape):
-    """Known dimensions must agree (all of them, or the batch size)."""
-    names = list(shapes)
-    for other in names[1:]:
-        a, b = shapes[names[0]], shapes[other]
-        dims = range(max(len(a), len(b))) if same_shape else (0,)
-        agree = len(a) == len(b) or not same_shape
-        agree = agree and all(a[d] is None or b[d] is None or a[d] == b[d] for d in dims)
-        if not agree:
-            what = "the same shape" if same_shape else "the same batch size"
-            raise ValueError(
-                f"{owner}: {names[0]} has shape {a} but {other} has shape {b}; they must have "
-                f"{what}. Make them together, e.g. with the preprocessor."
-            )
+# === Examples ===
 
 
 def check_examples(x, y, owner, batch_size=None):
@@ -329,9 +189,9 @@ def _check_items(value, name, caller):
     numbers only: a `ValueError` naming the first item that is neither."""
     if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
         return
-    if {type(item) for item in value} <= {str, bytes, int}:  # flat strings or ints: mixed ones found below
-        if all(type(item) is int for item in value) or not any(type(item) is int for item in value):
-            return
+    types = set(map(type, value))
+    if types <= {str, bytes, int} and (types <= {int} or int not in types):  # flat strings or ints, not mixed
+        return
     flat = list(_leaves(value))
     if any(isinstance(item, (str, bytes)) for item in flat):
         return check_strings(value, caller, name)
@@ -388,7 +248,8 @@ def to_tensors(value, name="x", caller="kzoo"):
 
 
 def rows(value, start, stop):
-    """Rows `start:stop` of a tensor, a tuple of tensors, or None.
+    """Rows `start:stop` of examples in memory (a list, an array, a tensor),
+    of a tuple of columns or a dict of them, or None.
 
     Example:
 
@@ -399,4 +260,145 @@ def rows(value, start, stop):
         return None
     if isinstance(value, tuple):
         return tuple(rows(v, start, stop) for v in value)
+    if isinstance(value, dict):
+        return {key: rows(v, start, stop) for key, v in value.items()}
     return value[start:stop]
+
+
+# === Labels and their names (a classifier's `class_names`, a token classifier's `tags`) ===
+
+
+ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming their labels
+
+
+def check_names(names, num_classes, argument, owner):
+    """`(num_classes, names)` checked: names are distinct strings, one per
+    label id; `num_classes=None` is taken from them.
+
+    Args:
+        names: list of str or None. The label names, in label order.
+        num_classes: int or None. The number of labels, if given.
+        argument: str. The names' argument ("class_names", "tags"), for messages.
+        owner: str. The task's class name, for messages.
+
+    Returns:
+        `(num_classes, names)`: an int, and a list of str or None.
+
+    Raises:
+        TypeError: neither `num_classes` nor `names` is given (as for a missing argument).
+        ValueError: the names are not distinct strings, one per label.
+
+    Example:
+
+    >>> check_names(("neg", "pos"), None, "class_names", "BertClassifier")
+    (2, ['neg', 'pos'])
+    >>> check_names(["neg", "pos"], 3, "class_names", "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: class_names must be 3 distinct strings, the name of each label id in order
+    (2 names for num_classes=3); got ['neg', 'pos'].
+    """
+    if names is None:
+        if num_classes is None:
+            raise TypeError(
+                f"{owner} needs 'num_classes' (the number of labels K), or {argument}=[...] "
+                "(their names, in label order)."
+            )
+        return num_classes, None
+    given = names
+    names = [] if isinstance(names, (str, bytes)) else list(names)
+    count = len(names) if num_classes is None else num_classes
+    duplicates = sorted({name for name in names if isinstance(name, str) and names.count(name) > 1})
+    problem = (
+        "a single string" if isinstance(given, (str, bytes))
+        else "no names" if not names
+        else f"not strings: {[n for n in names if not isinstance(n, str)][:3]!r}"
+        if not all(isinstance(name, str) for name in names)
+        else f"repeated: {duplicates[:3]!r}" if duplicates
+        else f"{len(names)} names for num_classes={num_classes}"
+        if len(names) != count
+        else None
+    )
+    if problem:
+        raise ValueError(
+            f"{argument} must be {count} distinct strings, the name of each label id in order "
+            f"({problem}); got {given!r:.200}."
+        )
+    return count, names
+
+
+def names_to_ids(labels, names, argument, owner):
+    """Labels given as names (a `tf.string` tensor, ragged too) as int64 label ids.
+
+    Args:
+        labels: `tf.Tensor` or `tf.RaggedTensor` of strings.
+        names: list of str or None. The task's label names.
+        argument: str. The names' argument, for messages.
+        owner: str. The task's class name, for messages.
+
+    Returns:
+        A `tf.Tensor` (a `tf.RaggedTensor` for ragged labels) of ids.
+
+    Raises:
+        ValueError: a name the task does not have (all known names listed),
+            or names for a task without them.
+
+    Example:
+
+    >>> names_to_ids(tf.constant(["pos", "neg", "pos"]), ["neg", "pos"], "class_names", "BertClassifier").numpy()
+    array([1, 0, 1])
+    >>> names_to_ids(tf.constant(["good"]), ["neg", "pos"], "class_names", "BertClassifier")
+    Traceback (most recent call last):
+    ...
+    ValueError: BertClassifier got labels that are none of its class_names: ['good']. Its
+    class_names are ['neg', 'pos'] (label ids 0 to 1, in that order).
+    """
+    flat = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
+    values = flat.numpy()
+    found, positions = np.unique(values.ravel(), return_inverse=True)
+    found = list(map(bytes.decode, found))  # UTF-8
+    unknown = sorted(set(found) - set(names or ()))
+    if names is None or unknown:
+        raise _unknown_names(found, unknown, names, argument, owner)
+    index = dict(zip(names, range(len(names))))
+    ids = tf.constant(np.array(list(map(index.get, found)), "int64")[positions].reshape(values.shape))
+    return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
+
+
+def ids_to_names(ids, names):
+    """Label ids as names (a list, nested as `ids`); ids as Python ints without names.
+
+    Args:
+        ids: array-like of int. Label ids.
+        names: list of str or None.
+
+    Returns:
+        A (nested) list of str, or of int when `names` is None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> ids_to_names(np.array([1, 0]), ["neg", "pos"]), ids_to_names(np.array([1, 0]), None)
+    (['pos', 'neg'], [1, 0])
+    """
+    ids = np.asarray(ids)
+    if names is None:
+        return ids.tolist()
+    return np.asarray(names, dtype=object)[ids].tolist() if ids.ndim else names[int(ids)]
+
+
+def _unknown_names(found, unknown, names, argument, owner):
+    if names is None:
+        return ValueError(no_names(argument, owner, f"strings ({found[:3]!r})"))
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    return ValueError(
+        f"{owner} got labels that are none of its {argument}: {unknown[:5]!r}{more}. Its "
+        f"{argument} are {names!r:.300} (label ids 0 to {len(names) - 1}, in that order)."
+    )
+
+
+def no_names(argument, owner, what):
+    return (
+        f"{owner} got labels as {what}, but it has no {argument}. Build it with "
+        f"{argument}=[...] (the name of each label id, in order), or give label ids."
+    )

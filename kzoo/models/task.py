@@ -4,7 +4,7 @@ With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
 them), packed by TensorFlow on the CPU outside the compiled model. Text in
 memory takes one way in (`Task._prepare`): examples checked, packed, ids and
-lengths checked once (`kzoo.models.batch_checks`), then batched by length
+lengths checked once (`kzoo.models.input_checks`), then batched by length
 (`kzoo.models.batching`); a dataset is packed batch by batch and each batch
 checked in the pipeline. Packed inputs (a dict) skip the packing.
 """
@@ -13,12 +13,14 @@ import inspect
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from kzoo import presets
-from kzoo.models import batch_checks, batching, label_names as label_ids, serialization
+from kzoo import backend, presets
+from kzoo.models import batching, datasets, input_checks, serialization
 from kzoo.models.base_model import BaseModel
 from kzoo.models.batching import IN_MEMORY, LengthBatches
+from kzoo.models.datasets import checked
 from kzoo.models.input_checks import check_examples, to_tensors
 
 PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that are objects
@@ -108,26 +110,22 @@ class Task(BaseModel):
         Defaults to none."""
         return []
 
-    def _unused_ids(self):
-        return {id(v) for v in self.unused_variables()} if self.trainable else set()
-
     @property
     def trainable_weights(self):
-        return [v for v in super().trainable_weights if id(v) not in self._unused_ids()]
+        weights, unused = super().trainable_weights, set(map(id, self.unused_variables()))
+        return [v for v in weights if id(v) not in unused] if unused else weights
+
+    trainable_variables = trainable_weights
 
     @property
-    def trainable_variables(self):
-        return self.trainable_weights
-
-    @property
-    def non_trainable_weights(self):
-        unused = self._unused_ids()
-        return super().non_trainable_weights + [v for v in self.weights if id(v) in unused]
+    def non_trainable_weights(self):  # a frozen task lists every weight already
+        weights, unused = super().non_trainable_weights, set(map(id, self.unused_variables()))
+        return weights + [v for v in self.weights if id(v) in unused] if unused and self.trainable else weights
 
     @property
     def non_trainable_variables(self):
-        unused = self._unused_ids()
-        return super().non_trainable_variables + [v for v in self.weights if id(v) in unused]
+        variables, unused = super().non_trainable_variables, set(map(id, self.unused_variables()))
+        return variables + [v for v in self.weights if id(v) in unused] if unused and self.trainable else variables
 
     # === Preprocessor ===
 
@@ -207,7 +205,7 @@ class Task(BaseModel):
         list `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         if isinstance(x, tf.data.Dataset):
-            x = batch_checks.checked_dataset(self._packed_dataset(x, refused), self.backbone.input_limits(), refused)
+            x = datasets.checked_dataset(datasets.packed(self, x, refused), self.backbone.input_limits(), refused)
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
         if not isinstance(x, (dict, *IN_MEMORY)):  # a generator, a PyDataset: Keras' own
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
@@ -230,8 +228,10 @@ class Task(BaseModel):
         be the backbone's: one replaced since), packed inputs completed."""
         limits = self.backbone.input_limits()
         if not isinstance(x, dict):
-            x, y, sample_weight = batching.packed(self._require_preprocessor(), x, y, sample_weight)
-            return batch_checks.checked(x, limits), y, sample_weight
+            preprocessor = self.preprocessor if self.preprocessor is not None else self._require_preprocessor()
+            x, y, sample_weight = batching.packed(preprocessor, x, y, sample_weight)
+            backend.check_batch(x, limits)
+            return x, y, sample_weight
         x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}  # NumPy on every backend
         unknown = set(x) - set(self.input)
         if unknown or "token_ids" not in x:
@@ -240,30 +240,7 @@ class Task(BaseModel):
                 f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
                 f"(`token_ids` required); got {found}."
             )
-        return self.complete_inputs(batch_checks.checked(x, limits)), y, sample_weight
-
-    def _packed_dataset(self, dataset, refused):
-        spec = dataset.element_spec
-        features = spec[0] if isinstance(spec, tuple) else spec
-        if isinstance(spec, tuple) and len(spec) > 1 and hasattr(spec[1], "shape"):
-            self.check_label_shape(spec[1].shape)  # before any batch is read
-        if isinstance(features, dict):
-            if self.label_bounds(packed=True) is None or not isinstance(spec, tuple) or len(spec) < 2:
-                return dataset
-            return dataset.map(lambda x, y, *w: (x, self._assert_labels(y, True, refused), *w))
-        preprocessor = self._require_preprocessor()
-        first = features[0] if isinstance(features, tuple) else features
-        if first.shape.rank == 0:
-            raise ValueError(
-                f"{type(self).__name__} takes batched datasets: call `dataset.batch(32)` first "
-                "(fine-tuning runs on batches, e.g. of 16 or 32)."
-            )
-
-        def preprocess(*element):
-            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element)
-            return preprocessor(x, self._assert_labels(y, False, refused), sample_weight)
-
-        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return self.complete_inputs(checked(x, limits)), y, sample_weight
 
     # === Labels ===
 
@@ -281,34 +258,33 @@ class Task(BaseModel):
         labels = to_tensors(labels, "y", owner)
         first = labels[0] if isinstance(labels, tuple) else labels  # e.g. (answer_starts, answer_texts)
         self.check_label_shape(first.shape)
-        if first.dtype == tf.string and self.label_names_argument:
+        if first.dtype == tf.string and self.label_names_argument:  # ids of known names: inside the bounds
             names = getattr(self, self.label_names_argument)
-            first = label_ids.names_to_ids(first, names, self.label_names_argument, owner)
-        self._check_labels(first, packed)
+            first = input_checks.names_to_ids(first, names, self.label_names_argument, owner)
+        else:
+            self._check_labels(first, packed)
         return (first, *labels[1:]) if isinstance(labels, tuple) else first
 
     def _check_labels(self, labels, packed):
         """A `ValueError` for labels that are not integers inside `label_bounds`."""
         bounds = self.label_bounds(packed)
-        found = None if bounds is None else label_ids.label_range(labels)
-        if found is not None and (found[0] < bounds[0] or found[1] >= bounds[1]):
+        if bounds is None:
+            return
+        values = np.asarray(labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels)
+        if values.size == 0:
+            return
+        if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+            raise ValueError(
+                "Labels must be integer class ids; got values such as "
+                f"{values.ravel()[:3].tolist()}. Map class names to ids (0, 1, ...) first."
+            )
+        found = int(values.min()), int(values.max())
+        if found[0] < bounds[0] or found[1] >= bounds[1]:
             raise ValueError(
                 f"{type(self).__name__} labels must be integers in [{bounds[0]}, {bounds[1] - 1}] "
                 f"({self.head_size}={getattr(self, self.head_size)}). Fix the labels, or build the "
                 f"model for more classes. Got labels from {found[0]} to {found[1]}."
             )
-
-    def _assert_labels(self, labels, packed, refused):
-        """`labels` of a `tf.data` batch, names as ids, checked against
-        `label_bounds` on the host (the messages of labels in memory)."""
-        if self.label_names_argument:
-            names, argument = getattr(self, self.label_names_argument), self.label_names_argument
-            labels = label_ids.names_to_ids_in_graph(labels, names, argument, type(self).__name__)
-        if labels is None or self.label_bounds(packed) is None:
-            return labels
-        first = labels[0] if isinstance(labels, tuple) else labels
-        values = first.flat_values if isinstance(first, tf.RaggedTensor) else first
-        return batch_checks.on_host(lambda found: self._check_labels(found, packed), refused, labels, values)
 
     # === Compilation ===
 
@@ -335,9 +311,6 @@ class Task(BaseModel):
         `x`, `steps_per_epoch` steps if known), without compiling again:
         Keras' setter drops the constant rate's variable, so the optimizer's
         variables are those of an optimizer built scheduled."""
-        self._default_optimizer_pending = False
-        if self.optimizer.built:
-            return
         if steps_per_epoch is None and isinstance(x, tf.data.Dataset) and int(x.cardinality()) > 0:
             steps_per_epoch = int(x.cardinality())
         if steps_per_epoch is None:
@@ -389,7 +362,7 @@ class Task(BaseModel):
         (3, 2)
         """
         parameters = inspect.signature(cls.__init__).parameters
-        head = serialization.constructor_parameters(cls, skip=PARTS + label_ids.ARGUMENTS)  # shape the head
+        head = serialization.constructor_parameters(cls, skip=PARTS + input_checks.ARGUMENTS)  # shape the head
         saved = presets.saved_task_config(preset, cls)
         changed = {k: v for k, v in kwargs.items() if k in head and saved is not None and saved.get(k) != v}
         if changed:
@@ -406,7 +379,7 @@ class Task(BaseModel):
             task = presets.load(cls, preset, load_weights, **kwargs)
         except TypeError:  # the new head's size was neither given nor found in the checkpoint
             missing = [n for n in head if parameters[n].default is inspect.Parameter.empty and n not in kwargs]
-            if cls.head_size in head and not {cls.head_size, *label_ids.ARGUMENTS} & set(kwargs):
+            if cls.head_size in head and not {cls.head_size, *input_checks.ARGUMENTS} & set(kwargs):
                 missing.append(cls.head_size)
             if saved is not None or not missing:
                 raise

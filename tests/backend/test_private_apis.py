@@ -22,7 +22,7 @@ def test_keras_trainer_still_resolves_auto_jit_compile_through_the_overridden_me
 
 def test_keras_steps_compute_the_loss_through_the_overridden_method():
     # kzoo's BaseModel._compute_loss takes gradient accumulation's loss
-    # normalisers out of the sample weights (kzoo.models.accumulation).
+    # normalisers out of the sample weights (kzoo.models.batching).
     assert callable(getattr(keras.Model, "_compute_loss", None))
     for backend in ("tensorflow", "jax", "torch"):
         source = inspect.getsource(importlib.import_module(f"keras.src.backend.{backend}.trainer"))
@@ -111,3 +111,10 @@ def test_tensorflow_functions_can_omit_the_retracing_warning():
 
     assert tf.function(lambda: 0)._omit_frequent_tracing_warning is False
     assert "self._omit_frequent_tracing_warning" in inspect.getsource(polymorphic_function.Function.__call__)
+
+
+def test_tensorflow_optimizers_keep_their_strategy():
+    # kzoo.BertAdamW sums the replicas' gradients before clipping only under more than one replica.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's optimizers only")
+    assert keras.optimizers.AdamW()._distribution_strategy.num_replicas_in_sync == 1

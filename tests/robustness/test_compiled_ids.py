@@ -178,11 +178,11 @@ def test_kzoo_steps_trace_no_check_and_a_users_step_does(monkeypatch):
     """kzoo's own steps get data checked where it came in, so what they trace
     holds no in-step check (no TensorFlow assertion, no JAX host callback);
     the same backbone in a user's compiled model checks inside its step."""
-    from kzoo.backend import checks
+    from kzoo import backend as checks
 
     traced = []
-    monkeypatch.setattr(checks.tensorflow_backend, "assert_in_graph", lambda t, *a: traced.append("tf") or t)
-    monkeypatch.setattr(checks.jax_backend, "raise_in_step", lambda *a: traced.append("jax"))
+    monkeypatch.setattr(checks.tensorflow, "assert_in_graph", lambda t, *a: traced.append("tf") or t)
+    monkeypatch.setattr(checks.jax, "raise_in_step", lambda *a: traced.append("jax"))
     mode = "graph" if BACKEND == "tensorflow" else MODES[0]
     model = compiled(kzoo.BertClassifier(backbone(), num_classes=2), mode)
     model.fit(dataset(good_bert_batch(), good_bert_batch(seed=2)), verbose=0)

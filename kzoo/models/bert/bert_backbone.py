@@ -4,11 +4,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import SEGMENT_ADVICE, IdsLimit, LengthLimit, upstream_checked
+from kzoo.backend import CHECKED_UPSTREAM, IdsLimit, LengthLimit
+from kzoo.backend.limits import SEGMENT_ADVICE
 from kzoo.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerEncoderBlock
 from kzoo.layers.transformer_encoder_block import gather_positions
-from kzoo.models.backbone import Backbone
-from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, check_ints, missing_token_ids
+from kzoo.models.backbone import Backbone, arrays_from_lists, check_id_inputs, missing_token_ids
+from kzoo.models.input_checks import check_ints
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 TEXT_HINT = (
@@ -115,7 +116,7 @@ class BertBackbone(Backbone):
 
     Token or segment ids outside their tables, and sequences longer than
     `max_sequence_length`, raise a `ValueError` on every backend, and stop
-    compiled steps with the same message (`kzoo.backend.checks`;
+    compiled steps with the same message (`kzoo.backend`;
     `input_limits`, checked before each step of kzoo's own `fit`).
 
     Example:
@@ -273,18 +274,17 @@ class BertBackbone(Backbone):
         """
         if not isinstance(inputs, dict):
             inputs = {"token_ids": inputs}
-        if not upstream_checked():  # else checked where they came in (kzoo's own steps)
+        if not CHECKED_UPSTREAM.get():  # else checked where they came in (kzoo's own steps)
             inputs = self._checked_inputs(inputs)
         token_ids = inputs["token_ids"]
         # NumPy defaults for anything not the backend's (e.g. TensorFlow
         # tensors from a preprocessor, on JAX or torch).
         native = ops.is_tensor(token_ids) or keras.backend.is_keras_tensor(token_ids)
         like = ops if native else np
-        defaults = {"segment_ids": like.zeros_like, "padding_mask": like.ones_like}
-        return {
-            "token_ids": token_ids,
-            **{name: inputs[name] if name in inputs else fill(token_ids) for name, fill in defaults.items()},
-        }
+        completed = {"token_ids": token_ids}
+        for name, fill in (("segment_ids", like.zeros_like), ("padding_mask", like.ones_like)):
+            completed[name] = inputs[name] if name in inputs else fill(token_ids)
+        return completed
 
     def _checked_inputs(self, inputs):
         unknown = set(inputs) - set(INPUT_NAMES)

@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from kzoo.models import label_names
+from kzoo.models import input_checks
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
@@ -98,7 +98,7 @@ class BertClassifier(Task):
                 f"regression); got {num_classes!r}."
             )
         owner = type(self).__name__
-        num_classes, class_names = label_names.check_names(class_names, num_classes, "class_names", owner)
+        num_classes, class_names = input_checks.check_names(class_names, num_classes, "class_names", owner)
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
         # === Functional model ===
@@ -145,7 +145,7 @@ class BertClassifier(Task):
                 "its `predict` gives the scores."
             )
         logits = self.predict(x, batch_size=batch_size, verbose=verbose)
-        return label_names.ids_to_names(np.argmax(logits, axis=-1), self.class_names)
+        return input_checks.ids_to_names(np.argmax(logits, axis=-1), self.class_names)
 
     def check_label_shape(self, shape):
         """Labels are one class id (or score) per example, `(batch,)` or

@@ -35,8 +35,7 @@ from keras import ops
 
 from kzoo.data.masked_lm import default_max_predictions
 from kzoo.distribution import sum_over_replicas
-from kzoo.layers import lora
-from kzoo.models.accumulation import checked_steps
+from kzoo.models.input_checks import checked_steps
 from kzoo.backend import multi_tensor_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
@@ -172,7 +171,9 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
         clips each replica's share before summing the shares, so under a
         `tf.distribute` strategy the shares are summed first (one extra
         all-reduce), clipped, and handed back as equal shares."""
-        if not self.global_clipnorm or keras.backend.backend() != "tensorflow":  # no tf.distribute
+        # One replica (JAX and torch always: they see the global batch): Keras' own clipping.
+        replicas = getattr(getattr(self, "_distribution_strategy", None), "num_replicas_in_sync", 1)
+        if not self.global_clipnorm or replicas == 1:
             return super()._clip_gradients(grads)
         total, replicas = sum_over_replicas(grads)
         clipped = super()._clip_gradients(total)
@@ -387,10 +388,11 @@ def pretraining_phases(
 
 
 def default_finetuning_optimizer(task, total_steps=None, learning_rate=5e-5):
-    """The optimizer a BERT task's `compile()` picks: `bert_finetuning_optimizer`
-    at `learning_rate`, or at `LORA_LEARNING_RATE` (2e-3) when `enable_lora`
-    has frozen the backbone for its low-rank factors, whose updates start at
-    zero and need a rate ~40x BERT's (sec. A.3's grid is for every weight).
+    """The optimizer a BERT task's `compile()` picks, built directly:
+    `bert_finetuning_optimizer(total_steps, learning_rate)`, at
+    `LORA_LEARNING_RATE` (2e-3) when `enable_lora` has frozen the backbone for
+    its low-rank factors, whose updates start at zero and need a rate ~40x
+    BERT's (sec. A.3's grid is for every weight).
 
     Args:
         task: `kzoo.models.Task`. The model being compiled.
@@ -410,5 +412,8 @@ def default_finetuning_optimizer(task, total_steps=None, learning_rate=5e-5):
     >>> round(float(default_finetuning_optimizer(model).learning_rate), 8)
     0.002
     """
-    rate = LORA_LEARNING_RATE if lora.adapted_layers(task) else learning_rate
-    return bert_finetuning_optimizer(total_steps, learning_rate=rate)
+    if getattr(task.backbone, "_lora", None):  # `enable_lora`'s record
+        learning_rate = LORA_LEARNING_RATE
+    if total_steps is not None:  # warmup over 10% of the steps, then decay to 0
+        learning_rate = LinearWarmupLinearDecay(learning_rate, int(round(0.1 * total_steps)), total_steps)
+    return BertAdamW(learning_rate=learning_rate, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)

@@ -69,7 +69,7 @@ class BertPreprocessor(Preprocessor):
             raise ValueError(
                 f"BertPreprocessor packs one segment or a pair; got a tuple of {len(segments)}."
             )
-        packed = truncate_and_pack([self.tokenizer.tokenize(s) for s in segments], self.tokenizer, self.sequence_length)
+        packed = truncate_and_pack(list(map(self.tokenizer.tokenize, segments)), self.tokenizer, self.sequence_length)
         return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
 
 

@@ -241,7 +241,7 @@ class BertPretrainer(BertFillMask, Task):
         global batch as one program. Both equal one device on the global batch
         when the replicas hold equally many predictions (`kzoo.distribution`).
         With `normalisers` (`{"mlm": ..., "nsp": ...}`, gradient accumulation's
-        group counts / k, `kzoo.models.accumulation`) the sums are divided by
+        group counts / k, `kzoo.models.batching`) the sums are divided by
         them instead: k micro-batches then make the big batch's means."""
         self._check_label_keys(y)
         # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape

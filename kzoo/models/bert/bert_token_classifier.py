@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.models import label_names
+from kzoo.models import input_checks
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
@@ -139,7 +139,7 @@ class BertTokenClassifier(Task):
     def __init__(self, backbone, num_classes=None, preprocessor=None, dropout=0.1, tags=None, **kwargs):
         if num_classes is not None:
             _check_num_classes(num_classes)
-        num_classes, tags = label_names.check_names(tags, num_classes, "tags", type(self).__name__)
+        num_classes, tags = input_checks.check_names(tags, num_classes, "tags", type(self).__name__)
         _check_num_classes(num_classes)  # also one tag
         # === Layers ===
         head_dropout, head = dense_head(backbone, num_classes, dropout, "classifier_dropout", "logits")
@@ -174,7 +174,7 @@ class BertTokenClassifier(Task):
     def loss_counts(self, y, sample_weight=None):
         """The labelled tokens of each sentence: the loss's mean is over them
         (sample weights scale tokens, they do not count them); under gradient
-        accumulation `fit` normalises over a whole group's (`kzoo.models.accumulation`)."""
+        accumulation `fit` normalises over a whole group's (`kzoo.models.batching`)."""
         return {"tokens": ops.sum(ops.cast(ops.not_equal(y, IGNORED_LABEL), "float32"), axis=-1)}
 
 

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from kzoo.backend.checks import IdsLimit, LengthLimit, check_ids_in_range, check_positions_fit
+from kzoo.backend import IdsLimit, LengthLimit, check_ids_in_range, check_positions_fit
 from kzoo.layers import (
     Dropout,
     PositionEmbedding,
@@ -342,7 +342,7 @@ class Transformer(TransformerGeneration, Backbone):
         """`ValueError`s, the same on every backend, for ids outside the
         vocabulary and sequences longer than `max_sequence_length`, wherever
         the values or the length are known (eager calls; static shapes);
-        compiled steps fail with the same message (`kzoo.backend.checks`).
+        compiled steps fail with the same message (`kzoo.backend`).
         Returns `token_ids` (in a TensorFlow graph, a copy tied to the check).
 
         Args:
@@ -427,7 +427,7 @@ class Transformer(TransformerGeneration, Backbone):
     def loss_counts(self, y, sample_weight=None):
         """The (weighted) non-padding target tokens of each pair: the default
         loss's mean is over them (sec. 5.4); under gradient accumulation `fit`
-        normalises over a whole group's (`kzoo.models.accumulation`)."""
+        normalises over a whole group's (`kzoo.models.batching`)."""
         return {"tokens": ops.sum(token_weights(y, self.padding_id, sample_weight), axis=-1)}
 
 

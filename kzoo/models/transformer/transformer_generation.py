@@ -8,9 +8,9 @@ with key/value caches, and greedy or beam search over it.
 
 from keras import ops
 
-from kzoo.backend import inference_function
-from kzoo.backend.checks import check_positions_fit, checked_upstream
-from kzoo.models.input_checks import check_id_inputs, check_int, missing_token_ids
+from kzoo.backend import check_positions_fit, checked_upstream, inference_function
+from kzoo.models.backbone import check_id_inputs, missing_token_ids
+from kzoo.models.input_checks import check_int
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
 from kzoo.models.transformer.transformer_inputs import TEXT_HINT
 

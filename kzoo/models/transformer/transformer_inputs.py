@@ -1,7 +1,7 @@
 """What `kzoo.Transformer` takes: its config (sec. 3.2.2, 3.5, Table 3) and its
 inputs, source and target token ids, checked before any work."""
 
-from kzoo.models.input_checks import arrays_from_lists, check_id_inputs, holds_text, missing_token_ids
+from kzoo.models.backbone import arrays_from_lists, check_id_inputs, holds_text, missing_token_ids
 
 INPUT_NAMES = ("encoder_token_ids", "decoder_token_ids")
 POSITION_ENCODINGS = ("sinusoidal", "learned")

@@ -2,7 +2,7 @@
 
 import keras
 
-from kzoo.models.accumulation import checked_steps
+from kzoo.models.input_checks import checked_steps
 from kzoo.models.transformer.transformer_schedule import TransformerSchedule
 
 
@@ -24,7 +24,7 @@ def transformer_optimizer(hidden_dim=512, warmup_steps=4000, scale=1.0, gradient
             the schedule counts optimizer steps, not micro-batches. The paper's
             batches of ~25,000 source and target tokens (sec. 5.2) fit a small
             device as micro-batches whose loss `fit` normalises over the whole
-            group's target tokens (`kzoo.models.accumulation`). Defaults to
+            group's target tokens (`kzoo.models.batching`). Defaults to
             `None`: every batch.
         **adam_overrides: other `keras.optimizers.Adam` arguments, or a
             different `beta_1`, `beta_2`, `epsilon` (e.g. `global_clipnorm=1.0`).

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kzoo.models.accumulation import checked_steps
+from kzoo.models.input_checks import checked_steps
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
