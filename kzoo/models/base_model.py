@@ -344,6 +344,9 @@ class BaseModel(keras.Model):
         the packed length (0 beyond each batch's padded length)."""
         refused = []
         prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
+        if data is not None and kwargs.get("steps") is not None:
+            raise ValueError(f"{type(self).__name__}.predict predicts examples in memory whole: steps= counts "
+                             "batches of a tf.data.Dataset only. Slice the examples instead.")
         with backend.checked_upstream(self, refused):
             if data is None:
                 return super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)

@@ -317,3 +317,9 @@ def test_predict_labels_gives_names_or_ids():
     assert all(type(i) is int for i in ids)
     with pytest.raises(ValueError, match="is a regression"):
         small_classifier(num_classes=1).predict_labels(x, verbose=0)
+
+
+def test_steps_with_examples_in_memory_are_refused():
+    """`steps=` counts a dataset's batches; examples in memory are predicted whole, never cut silently."""
+    with pytest.raises(ValueError, match=r"BertClassifier.predict predicts examples in memory whole: steps="):
+        small_classifier().predict(["a song", "a goal"], steps=1, verbose=0)
