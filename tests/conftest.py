@@ -11,9 +11,10 @@ import os
 # emitters a fresh tiny classifier's first fit took 1.70 s of CPU instead of
 # 2.52 (2026-11-28); compiled as one LLVM module instead of split for parallel
 # code generation, 3.5 s instead of 4.1 on a first fit. Set before JAX/TF start XLA.
-SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false "
-                   "--xla_cpu_parallel_codegen_split_count=1")
-os.environ["XLA_FLAGS"] = " ".join(flag for flag in (os.environ.get("XLA_FLAGS", ""), SUITE_XLA_FLAGS) if flag)
+os.environ["XLA_FLAGS"] = " ".join(flag for flag in (
+    os.environ.get("XLA_FLAGS", ""),
+    "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1",
+) if flag)
 
 import keras
 import numpy as np
