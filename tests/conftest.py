@@ -15,9 +15,9 @@ SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emit
                    "--xla_cpu_parallel_codegen_split_count=1")
 os.environ["XLA_FLAGS"] = " ".join(flag for flag in (os.environ.get("XLA_FLAGS", ""), SUITE_XLA_FLAGS) if flag)
 
-import keras
-import numpy as np
-import pytest
+import keras  # noqa: E402 (after XLA_FLAGS)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 # Every test's CPU seconds, the slowest listed after the run, and the budget enforced.
 pytest_plugins = ["tests.time_budget"]
