@@ -22,22 +22,20 @@ when one disappears (a silently unused override would only be slower).
   to answer `auto_jit_compile`), `Model._distribute_strategy`
   (also read by `build_optimizer_before_fit`: Keras' TensorFlow trainer builds the
   optimizer inside the first traced step only without a strategy),
-  `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `BaseModel`,
+  `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `CountsTokens`,
   through which every backend's train and test steps compute the loss: gradient
   accumulation's normalisers are taken out of the sample weights there,
-  `kzoo.models.batching`) (keras 3.15.1).
+  `kzoo.models.accumulation`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - Keras' `evaluate(..., _use_cached_eval_dataset=True)`, `fit`'s call for its
   validation pass, which reads the cached validation iterator and ignores `x`:
   kzoo's `BaseModel.evaluate` then passes it through unprepared (keras 3.15.1).
-- Keras' TensorFlow optimizers' `_distribution_strategy` (its `num_replicas_in_sync`), read by
-  `kzoo.BertAdamW` to sum the replicas' gradients before clipping only where there are several
-  (keras 3.15.1).
-- Keras `Optimizer._learning_rate` (the schedule an optimizer was built with),
-  read by `kzoo.models.Task` to give its default optimizer the schedule of the
-  run at the start of `fit`, without compiling again (keras 3.15.1).
+- Keras' TensorFlow optimizers' `_distribution_strategy` (`num_replicas_in_sync`), read by
+  `kzoo.BertAdamW` to sum replicas' gradients before clipping where there are several (keras 3.15.1).
+- Keras `Optimizer._learning_rate` (the schedule an optimizer was built with), read by
+  `kzoo.models.Task` to schedule its default optimizer at `fit`, without compiling (keras 3.15.1).
 - `keras.callbacks.BackupAndRestore._training_metadata_path` (the JSON file
   holding the epochs a backup has finished), read by
   `kzoo.models.datasets.resumed_stream` (keras 3.15.1).
@@ -87,11 +85,9 @@ def _backend():
 
 def auto_jit_compile(model, keras_choice):
     """Buys bert_small training 1.3x faster on TensorFlow's CPU (529 vs 403
-    tokens/s with `jit_compile=False`, 2026-11-22): kzoo's `jit_compile="auto"`
-    is XLA on TensorFlow wherever Keras' own "auto" could compile (no
-    `tf.distribute` strategy, every layer `supports_jit`) unless
-    `KZOO_XLA_ON_TENSORFLOW=0` (the test suite's: compiles outweigh tiny
-    fits), elsewhere `keras_choice()`, Keras' own.
+    tokens/s, 2026-11-22): `jit_compile="auto"` is XLA on TensorFlow where
+    Keras could compile (no strategy, every layer `supports_jit`) unless
+    `KZOO_XLA_ON_TENSORFLOW=0`, elsewhere `keras_choice()`, Keras' own.
 
     Example:
 
@@ -110,10 +106,9 @@ def auto_jit_compile(model, keras_choice):
 
 def multi_tensor_base(optimizer_class):
     """Buys bert_small's AdamW update on torch in 33 ms instead of 400 (Keras'
-    multi-tensor class) or 830 (the per-variable update Keras gives a
-    subclass; one thread, 2026-11-27): the class to subclass instead of
-    `keras.optimizers.Adam` or `AdamW`, on torch Keras' multi-tensor class
-    with a fused step (`torch.fused_adam_base`), elsewhere the class itself.
+    multi-tensor class) or 830 (a subclass's per-variable update; one thread,
+    2026-11-27): the class to subclass instead of Keras' `Adam` or `AdamW`, on
+    torch with a fused step (`torch.fused_adam_base`), elsewhere the class itself.
 
     Example:
 
@@ -152,9 +147,8 @@ def inference_function(function):
 def variable_length_batches(data):
     """`data`, a `keras.utils.PyDataset` whose batches differ in length
     (`kzoo.models.batching.LengthBatches`), as Keras can read it: on
-    TensorFlow a `tf.data.Dataset` of its batches with the shapes of
-    `data.signature()` (Keras' own adapter takes the shapes of the first two
-    batches as the shapes of all), elsewhere `data` itself.
+    TensorFlow a `tf.data.Dataset` of `data.signature()` (Keras' adapter takes
+    the first two batches' shapes for all), elsewhere `data` itself.
 
     Example:
 
@@ -172,12 +166,9 @@ def variable_length_batches(data):
 def dense_gradient(table):
     """Buys TensorFlow the Adam update JAX and torch make (1.3e-2 apart after
     one epoch of a tiny embedding model, 2026-11-27): `table` (an embedding
-    table about to be looked up in training) as a tensor whose gradient is
-    dense. TensorFlow differentiates a lookup into `tf.IndexedSlices`, which
-    Keras' TensorFlow optimizers apply to the looked-up rows only (Adam's
-    moments of the other rows neither decay nor move them: lazy Adam);
-    multiplying by one makes the gradient dense, as clipping or gradient
-    accumulation already do. Elsewhere `table` itself.
+    table looked up in training) times one, so that its gradient is dense, not
+    `tf.IndexedSlices` that Keras applies to the looked-up rows only (lazy
+    Adam). Elsewhere `table` itself.
 
     Example:
 
@@ -190,9 +181,8 @@ def dense_gradient(table):
 
 def build_optimizer_before_fit(model):
     """Buys a tiny classifier's first TensorFlow `fit` 11.4 -> 4.6 s
-    (2026-11-25): `model.optimizer` built before `fit`, where Keras builds it
-    inside the first traced step (no `tf.distribute` strategy) and TensorFlow
-    traces that step twice; Keras builds it before the step on JAX and torch.
+    (2026-11-25): `model.optimizer` built before `fit`, not inside the first
+    traced step (which TensorFlow then traces twice), as on JAX and torch.
 
     Example:
 
@@ -209,12 +199,10 @@ def build_optimizer_before_fit(model):
 
 
 def without_retracing_warning(function):
-    """Buys several models in one process (three embedders encoding twice
-    each; a token classifier predicting texts of new lengths) without
-    TensorFlow's warning that its traced functions retrace too often, which
-    counts every model's own traces together: `function` (a traced step or
-    preprocessor) marked on TensorFlow (`tensorflow.without_retracing_warning`),
-    as is elsewhere.
+    """Buys several models in one process without TensorFlow's warning that
+    its traced functions retrace too often (it counts every model's traces
+    together): `function` (a traced step or preprocessor) marked on
+    TensorFlow, as is elsewhere.
 
     Example:
 
@@ -226,12 +214,10 @@ def without_retracing_warning(function):
 
 
 def dropout_uniform(shape, seed_generator):
-    """Buys bert_small training steps 6% faster on JAX (compiled 2-3 s
-    sooner; Intel Xeon, 2026-11-26) and 5% under XLA on TensorFlow (one
-    thread, 2026-11-26): float32 numbers uniform in [0, 1) for dropout masks
-    (`kzoo.layers.Dropout`) from `seed_generator`, by XLA's own ThreeFry op
-    there (`tensorflow.uniform_in_xla`, `jax.uniform_threefry`), by
-    `keras.random.uniform` elsewhere.
+    """Buys bert_small training steps 6% faster on JAX (Intel Xeon) and 5%
+    under XLA on TensorFlow (one thread, 2026-11-26): uniform float32 in [0, 1)
+    for dropout masks from `seed_generator`, by XLA's own ThreeFry op there,
+    by `keras.random.uniform` elsewhere.
     """
     if _backend() == "tensorflow" and tensorflow.in_xla_compilation():
         return tensorflow.uniform_in_xla(shape, seed_generator.next())
@@ -291,13 +277,11 @@ CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False
 
 @contextlib.contextmanager
 def checked_upstream(model=None, refused=()):
-    """Buys steps without checks (traced calls add none to their graph, eager
-    calls read no values) for kzoo's own steps on data checked where it came
-    in, or a graph for a runtime that could not run them (ONNX); on JAX a
-    `model` that still works after a call that raised (else: "'NoneType'
-    object is not callable"; `jax.restore_state_on_error`); a batch refused
-    in `tf.data` raised as its check's `ValueError`, the last in `refused`
-    (`kzoo.models.datasets.on_host`).
+    """Buys steps without checks (none in traced graphs, no values read
+    eagerly) on data checked where it came in, or graphs for runtimes that
+    could not run them (ONNX); on JAX a `model` that still works after a call
+    that raised (`jax.restore_state_on_error`); a batch refused in `tf.data`
+    raised as its check's `ValueError`, the last in `refused`.
 
     Example:
 

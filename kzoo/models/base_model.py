@@ -10,11 +10,10 @@ import functools
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import ops
 
 from kzoo import backend
 from kzoo.layers import lora
-from kzoo.models import batching, quantization, serialization
+from kzoo.models import accumulation, batching, quantization, serialization
 from kzoo.models.datasets import resumed_stream
 from kzoo.models.input_checks import check_int, num_rows
 from kzoo import atomic
@@ -273,8 +272,8 @@ class BaseModel(keras.Model):
         refused = []  # this call's batches refused inside tf.data (`kzoo.models.input_checks`)
         seed = int(np.random.randint(2**31 - 1))
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed, refused)
-        counts_tokens = type(self).loss_counts is not BaseModel.loss_counts
-        train, data = batching.accumulated(self, train, data, order, counts_tokens)
+        if isinstance(self, accumulation.CountsTokens):  # micro-batches normalised over their group's tokens
+            train, data = accumulation.accumulated(self, train, data, order)
         if data is not None:
             follow = keras.callbacks.LambdaCallback(on_epoch_begin=data.set_epoch)  # a resumed fit: its epoch
             callbacks, shuffle = [*(callbacks or []), follow], False
@@ -294,32 +293,6 @@ class BaseModel(keras.Model):
                 **train, epochs=epochs, verbose=verbose, callbacks=callbacks,
                 validation_split=0.0, validation_data=validation_data, shuffle=shuffle, **kwargs,  # held out above
             )
-
-    def loss_counts(self, y, sample_weight=None):
-        """What the loss averages over, per example: `{name: (batch,)
-        tensor}`, one entry per mean in the loss (e.g. the real target
-        tokens), or None for a loss that is not a mean over tokens (the
-        default). Under gradient accumulation `fit` normalises each
-        micro-batch over its group's counts (`kzoo.models.batching`)."""
-        return None
-
-    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
-        """A micro-batch's `loss` (a mean over the one count of
-        `loss_counts`) as its share of its group's mean: times this
-        micro-batch's count over the normaliser (the group's count / k)."""
-        (name, normaliser), = normalisers.items()
-        count = ops.sum(self.loss_counts(y, sample_weight)[name])
-        return loss * count / normaliser
-
-    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        # Keras' train and test steps (every backend) compute the loss here: the
-        # normalisers sent with the sample weights go to `renormalised_loss`.
-        sample_weight, normalisers = batching.split(sample_weight)
-        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
-        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, y_pred, batching.split(sample_weight)[0])
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on checked data (a task's also raw text),

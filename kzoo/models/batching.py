@@ -16,19 +16,16 @@ sequence length was 0.46x on torch (benchmarks/real_text.py, 2026-11-27, AMD
 EPYC, 2 cores); and a resumed `fit` that sees the uninterrupted one's batches.
 """
 
-import functools
-import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 import tqdm
-from keras import ops
 
 from kzoo import backend
 from kzoo.backend import tensorflow as tensorflow_backend
 from kzoo.data.padding_ladder import (
-    SEQUENCE_KEYS, cut_to, length_batches, length_ladder, text_lengths,
+    cut_to, length_batches, length_ladder, text_lengths,
 )
 from kzoo.models.input_checks import num_rows, rows as row_range
 
@@ -79,23 +76,6 @@ class LengthBatches(keras.utils.PyDataset):
         self.ladder = None if mask is None else length_ladder(self.max_length, compiled=compiled)
         # Training groups by rung only: within one, examples stay in random order.
         self.rungs = self.lengths if mask is None else np.searchsorted(self.ladder, self.lengths)
-        self.accumulation_steps, self.counts, self.normalisers = 1, None, None
-        self.set_epoch(0)
-
-    def accumulate(self, steps, counts):
-        """Batches for gradient accumulation over `steps` micro-batches
-        (`kzoo.models.batching`): the big batches of `steps · batch_size`
-        examples, each cut into `steps` micro-batches that carry the big
-        batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
-
-        Example:
-
-        >>> data = LengthBatches({"ids": np.arange(6)}, np.arange(6), batch_size=2, order="given")
-        >>> data.accumulate(2, {"tokens": np.ones(6)})
-        >>> [batch[0]["ids"].tolist() for batch in data], data[0][2]["loss_normalisers"]["tokens"].tolist()
-        ([[0, 1], [2, 3], [4], [5]], [2.0, 2.0])
-        """
-        self.accumulation_steps, self.counts = steps, counts
         self.set_epoch(0)
 
     def set_epoch(self, epoch, logs=None):
@@ -111,21 +91,13 @@ class LengthBatches(keras.utils.PyDataset):
         [0, 1, 2, 3]
         """
         keys = self.rungs if self.order == "shuffled" else self.lengths
-        size = self.batch_size * self.accumulation_steps
-        self.batches = length_batches(keys, size, self.order, self.seed, epoch)
-        if self.accumulation_steps > 1:
-            self.batches, self.normalisers = micro_batches(
-                self.batches, self.accumulation_steps, self.counts)
+        self.batches = length_batches(keys, self.batch_size, self.order, self.seed, epoch)
 
     def __len__(self):
         return len(self.batches)
 
     def __getitem__(self, index):
-        batch = self.batch(self.batches[index])
-        if self.normalisers is None:
-            return batch
-        x, y, sample_weight = (*batch, None, None)[:3]
-        return x, y, with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
+        return self.batch(self.batches[index])
 
     def batch(self, rows):
         """The examples `rows` as a batch, its padding cut to its ladder length."""
@@ -136,15 +108,8 @@ class LengthBatches(keras.utils.PyDataset):
         return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
 
     def signature(self):
-        """The batches' `tf.TensorSpec`s: batch and sequence axes unknown."""
-        x, y, sample_weight = (*self[0], None, None)[:3]
-        x = dict(x)
-        for key, value in x.items():
-            x[key] = _spec(value, key in SEQUENCE_KEYS)
-        labels_spec = functools.partial(_spec, sequence=self.labels_per_token)
-        y = None if y is None else keras.tree.map_structure(labels_spec, y)
-        sample_weight = None if sample_weight is None else keras.tree.map_structure(labels_spec, sample_weight)
-        return (x,) if y is None else (x, y) if sample_weight is None else (x, y, sample_weight)
+        """The batches' `tf.TensorSpec`s, every axis unknown (batches differ in size and length)."""
+        return keras.tree.map_structure(lambda a: tf.TensorSpec([None] * a.ndim, tf.as_dtype(a.dtype)), self[0])
 
     def for_keras(self):
         """`keras.Model.fit`/`evaluate`/`predict`'s `x`, `y`, `sample_weight`
@@ -175,7 +140,7 @@ def packed(preprocessor, x, y=None, sample_weight=None):
     traced = preprocessor.traceable and y is None and sample_weight is None
     settings = (preprocessor.tokenizer, getattr(preprocessor, "sequence_length", None))
     chunks = []
-    starts = range(0, num_rows(x), PACKING_CHUNK)
+    starts = range(0, int(keras.tree.flatten(x)[0].shape[0]), PACKING_CHUNK)  # tensors (ragged too): rows known
     for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
         stop = start + PACKING_CHUNK
         part = row_range(x, start, stop), row_range(y, start, stop), row_range(sample_weight, start, stop)
@@ -193,12 +158,6 @@ def _call(preprocessor, settings, x):
 
 # tf.data code on every backend; each preprocessor's traces counted apart (no retracing warning).
 _traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, reduce_retracing=True, autograph=False))
-
-
-def _spec(array, sequence):
-    # A batch's `tf.TensorSpec`, batch (and with `sequence`, sequence) axes unknown.
-    shape = [None, *array.shape[1:-1], None if sequence else array.shape[-1]][: array.ndim]
-    return tf.TensorSpec([None] if array.ndim == 1 else shape, tf.as_dtype(array.dtype))
 
 
 def _to_numpy(value):
@@ -297,128 +256,3 @@ def validation_tuple(validation_data, y, owner):
             "as a tuple; a list is read as examples."
         )
     return (validation_data,)
-
-
-def accumulated(model, train, data, order, counts_tokens):
-    """`(train, data)` as micro-batches whose loss normalisers make k of
-    them the big batch (`kzoo.models.batching`), when `model`'s
-    optimizer accumulates gradients and its loss `counts_tokens` (declares
-    `loss_counts`)."""
-    steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
-    if steps == 1 or not counts_tokens:
-        return train, data
-    if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
-        warnings.warn(
-            f"{type(model).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
-            f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
-            f"by its own tokens, so an update is the big batch's only when its {steps} "
-            "micro-batches hold equally many. For the exact big batch, pass the examples in "
-            "memory: `fit` then groups them and normalises over each group's tokens.",
-            UserWarning,
-            stacklevel=4,
-        )
-        return train, data
-    if data is None and train["y"] is None:
-        return train, data
-    if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
-        data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
-                             order, padding="max_length")
-    counts = model.loss_counts(*data.arrays[1:])  # every example's, counted once
-    if counts is None:
-        return train, data
-    data.accumulate(steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
-    return data.for_keras(), data
-
-
-# === Gradient accumulation that equals the big batch for token-level losses ===
-#
-# Keras' optimizer with `gradient_accumulation_steps=k` updates once every k
-# micro-batches with the *mean* of their gradients. A loss that is a mean over
-# each micro-batch's tokens then weighs a token of a micro-batch with few real
-# tokens more than one of a full micro-batch: k micro-batches are not the big
-# batch of their examples (Hugging Face's transformers#35438). The big batch's
-# loss is `Σ_group ℓ / N`, N the group's tokens, so micro-batch j must
-# contribute `k · Σ_j ℓ / N`: its own mean loss times `n_j / (N / k)`.
-#
-# The data path knows the groups, so it computes `N / k` (the *normaliser*):
-# `kzoo.models.batching.LengthBatches.accumulate` cuts each epoch into batches
-# of k·b examples (the big batches, drawn as `fit(batch_size=k·b)` draws them)
-# and each into k micro-batches, and sends each micro-batch's normalisers with
-# its sample weights (`with_normalisers`). `BaseModel` takes them out again
-# (`split`) before Keras' loss and metrics see the weights, and rescales the
-# loss (`BaseModel.renormalised_loss`). A task says what its loss averages over
-# with `loss_counts(y, sample_weight)`: per-example counts, one entry per mean
-# in its loss (e.g. `{"mlm": ..., "nsp": ...}` for BERT's pre-training).
-#
-# Every epoch is then a whole number of groups, so an epoch's end (where
-# `keras.callbacks.BackupAndRestore` backs up) is a group's end as well.
-
-
-NORMALISERS = "loss_normalisers"
-SAMPLE_WEIGHT = "sample_weight"
-
-
-def micro_batches(groups, steps, counts):
-    """`(batches, normalisers)`: each group of examples (a big batch) split
-    into `steps` micro-batches of nearly equal sizes, each with the group's
-    counts divided by `steps` (`{name: float}`).
-
-    A group of fewer than `steps` examples is completed by micro-batches
-    that repeat its first example with infinite normalisers: they weigh
-    nothing, and the optimizer still updates once per group.
-
-    Args:
-        groups: list of int arrays. The example indices of each big batch.
-        steps: int. k, the micro-batches per group.
-        counts: dict of float arrays `(examples,)`. What each example adds
-            to each of the loss's denominators (`loss_counts`).
-
-    Example:
-
-    >>> batches, normalisers = micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
-    >>> [b.tolist() for b in batches]
-    [[0, 1, 2], [3, 4], [5], [5]]
-    >>> [n["tokens"] for n in normalisers]
-    [5.0, 5.0, 2.5, inf]
-    """
-    batches, normalisers = [], []
-    for rows in groups:
-        totals = {name: float(np.sum(count[rows])) / steps for name, count in counts.items()}
-        for part in np.array_split(rows, steps):
-            filler = len(part) == 0
-            batches.append(rows[:1] if filler else part)
-            normalisers.append({name: np.inf for name in totals} if filler else totals)
-    return batches, normalisers
-
-
-def with_normalisers(sample_weight, normalisers, rows):
-    """A batch's sample weights with its normalisers beside them, one value
-    per example (so that Keras can split a batch over devices).
-
-    Example:
-
-    >>> weights = with_normalisers(None, {"tokens": 2.5}, 3)
-    >>> weights[NORMALISERS]["tokens"].tolist(), SAMPLE_WEIGHT in weights
-    ([2.5, 2.5, 2.5], False)
-    """
-    packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
-    return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
-
-
-def split(sample_weight):
-    """`(sample_weight, normalisers)`: a batch's own sample weights (or None)
-    and its normalisers as scalars (`{name: tensor}`, or None when the batch
-    carries none).
-
-    Example:
-
-    >>> weights, normalisers = split(with_normalisers(np.ones(2), {"tokens": 4.0}, 2))
-    >>> weights.tolist(), float(normalisers["tokens"])
-    ([1.0, 1.0], 4.0)
-    >>> split(np.ones(2))[1] is None
-    True
-    """
-    if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
-        return sample_weight, None
-    normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch
-    return sample_weight.get(SAMPLE_WEIGHT), normalisers

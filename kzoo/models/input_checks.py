@@ -129,7 +129,7 @@ def check_examples(x, y, owner, batch_size=None):
     rows = num_rows(x, owner)
     if rows == 0:
         raise ValueError(f"{owner} got 0 examples: there is nothing to run on. Pass at least one example.")
-    labels = num_rows(y[0] if isinstance(y, tuple) else y, owner)
+    labels = None if y is None else num_rows(y[0] if isinstance(y, tuple) else y, owner)
     if rows is not None and labels is not None and labels != rows:
         raise ValueError(f"{owner} got {rows} examples but {labels} labels; give one label per example.")
     return x, y

@@ -2,11 +2,8 @@
 
 With a preprocessor attached, `fit`, `evaluate` and `predict` take raw text
 (lists, NumPy arrays, `tf.string` tensors, or a batched `tf.data.Dataset` of
-them), packed by TensorFlow on the CPU outside the compiled model. Text in
-memory takes one way in (`Task._prepare`): examples checked, packed, ids and
-lengths checked once (`kzoo.models.input_checks`), then batched by length
-(`kzoo.models.batching`); a dataset is packed batch by batch and each batch
-checked in the pipeline. Packed inputs (a dict) skip the packing.
+them), packed by TensorFlow on the CPU outside the compiled model, through one
+way in (`Task._prepare`). Packed inputs (a dict) skip the packing.
 """
 
 import inspect
@@ -29,19 +26,14 @@ PARTS = ("backbone", "preprocessor", "tokenizer")  # constructor arguments that 
 class Task(BaseModel):
     """A backbone with a head and its training recipe, trained on raw text.
 
-    A subclass builds its head on the backbone in a functional graph and calls
-    `super().__init__(inputs, outputs, backbone=..., preprocessor=...)`; it
-    stores its other constructor arguments as attributes of the same name
-    (they are its config, with the backbone and preprocessor serialized). It
-    declares `preprocessor_class`, the preprocessor a tokenizer (or another
-    preprocessor of the family) is turned into, and its recipe:
+    A subclass builds its head on the backbone in a functional graph, calls
+    `super().__init__(inputs, outputs, backbone=..., preprocessor=...)` and
+    stores its other constructor arguments as attributes of the same name (its
+    config). It declares `preprocessor_class` and its recipe:
     `default_optimizer(total_steps)`, `default_loss()`, `default_metrics()`,
-    and `label_bounds(packed)` for the label checks.
-
-    A task not compiled compiles itself with its recipe at its first `fit` or
-    `evaluate`, so `from_preset(...)` then `fit(...)` works, and the default
-    optimizer's schedule follows the number of steps of that `fit`. The
-    rest (checked data, atomic saves, XLA) is `kzoo.models.base_model.BaseModel`'s.
+    `label_bounds(packed)`. A task not compiled compiles itself with its recipe
+    at its first `fit` or `evaluate`, the default optimizer scheduled over that
+    `fit`'s steps; the rest is `kzoo.models.base_model.BaseModel`'s.
 
     Args:
         inputs: dict of `keras.Input`s. The graph's inputs.
@@ -53,7 +45,6 @@ class Task(BaseModel):
 
     Example (through a subclass):
 
-    >>> import tempfile
     >>> from kzoo import BertBackbone, BertClassifier, BertTokenizer
     >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"])
     >>> backbone = BertBackbone(vocabulary_size=7, num_layers=1, num_heads=2, hidden_dim=8,
@@ -63,10 +54,6 @@ class Task(BaseModel):
     (True, ['backbone', 'class_names', 'dropout', 'name', 'num_classes', 'preprocessor', 'trainable'])
     >>> model.predict(["good", "bad good"], verbose=0).shape  # raw text, packed by the preprocessor
     (2, 2)
-    >>> path = tempfile.mkdtemp()
-    >>> model.save_to_preset(path)
-    >>> BertClassifier.from_preset(path, sequence_length=6).preprocessor.sequence_length
-    6
     """
 
     compiles_itself = True
@@ -102,12 +89,10 @@ class Task(BaseModel):
     head_size = "num_classes"  # the argument sizing the head: named in label errors, needed by a new head
 
     def unused_variables(self):
-        """The variables no loss of this task reaches (e.g. BERT's pooler
-        under a head on the token states), which this model lists as
-        non-trainable: the same on every backend (TensorFlow and torch would
-        warn "Gradients do not exist", JAX would apply weight decay to their
-        zero gradients). The layers' own `trainable` flags are unchanged.
-        Defaults to none."""
+        """The variables no loss of this task reaches (e.g. BERT's pooler under
+        a head on the token states), listed as non-trainable (no "Gradients do
+        not exist", no weight decay on zero gradients); the layers' `trainable`
+        flags unchanged. Defaults to none."""
         return []
 
     @property
@@ -136,13 +121,9 @@ class Task(BaseModel):
 
     @classmethod
     def adapt_preprocessor(cls, preprocessor, backbone):
-        """`preprocessor` as a `cls.preprocessor_class`, checked against `backbone`.
-
-        A tokenizer gets a preprocessor of `default_sequence_length` tokens
-        (at most the backbone's position table); another preprocessor of the
-        family (e.g. one saved with another task) keeps its tokenizer and
-        `sequence_length`. Both must fit the backbone (`Preprocessor.check_fits`).
-        """
+        """`preprocessor` as a `cls.preprocessor_class` that fits `backbone`: a
+        tokenizer packing `default_sequence_length` tokens (at most the position
+        table), another of the family keeping its tokenizer and `sequence_length`."""
         if preprocessor is None:
             return None
         tokenizer_class = cls.preprocessor_class.tokenizer_class
@@ -198,16 +179,13 @@ class Task(BaseModel):
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`,
-        the one way in: examples checked, labels converted once (`_label_ids`),
-        text packed once (`kzoo.models.batching.packed`), ids and lengths
-        checked once, then batched by length (`order`); a `tf.data.Dataset`
-        mapped batch by batch, its refused batches' errors kept in the call's
-        list `refused`."""
+        the one way in: examples checked, labels converted and text packed once,
+        ids and lengths checked once, then batched by length (`order`); a
+        `tf.data.Dataset` checked batch by batch, its refused batches in `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
-        if isinstance(x, tf.data.Dataset):
-            x = datasets.checked_dataset(datasets.packed(self, x, refused), self.backbone.input_limits(), refused)
-            return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
-        if not isinstance(x, (dict, *IN_MEMORY)):  # a generator, a PyDataset: Keras' own
+        if not isinstance(x, (dict, *IN_MEMORY)):  # a dataset, checked batch by batch; a generator: Keras' own
+            if isinstance(x, tf.data.Dataset):
+                x = datasets.checked_dataset(datasets.packed(self, x, refused), self.backbone.input_limits(), refused)
             return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
         x = x if isinstance(x, dict) else to_tensors(x, "x", type(self).__name__)
         y = self._label_ids(y, packed=isinstance(x, dict))
@@ -223,9 +201,8 @@ class Task(BaseModel):
     _length_batches = LengthBatches  # the batches' class (the embedder's differ for tuples of texts)
 
     def _packed(self, x, y, sample_weight):
-        """Examples in memory as packed NumPy inputs, their ids and lengths
-        checked: raw text (tensors) packed by the preprocessor (which may not
-        be the backbone's: one replaced since), packed inputs completed."""
+        """Examples in memory as packed NumPy inputs, ids and lengths checked:
+        raw text (tensors) packed by the preprocessor, packed inputs completed."""
         limits = self.backbone.input_limits()
         if not isinstance(x, dict):
             preprocessor = self.preprocessor if self.preprocessor is not None else self._require_preprocessor()
@@ -306,11 +283,9 @@ class Task(BaseModel):
         super().compile(optimizer=optimizer or self.default_optimizer(), loss=loss, metrics=metrics, **kwargs)
 
     def _schedule_default_optimizer(self, x, epochs, steps_per_epoch):
-        """Gives the default optimizer, not yet built, the learning-rate
-        schedule of `default_optimizer(total_steps)` over the run (`fit` on
-        `x`, `steps_per_epoch` steps if known), without compiling again:
-        Keras' setter drops the constant rate's variable, so the optimizer's
-        variables are those of an optimizer built scheduled."""
+        """Gives the default optimizer, not yet built, the schedule of
+        `default_optimizer(total_steps)` over the run without compiling again
+        (Keras' setter drops the constant rate's variable)."""
         if steps_per_epoch is None and isinstance(x, tf.data.Dataset) and int(x.cardinality()) > 0:
             steps_per_epoch = int(x.cardinality())
         if steps_per_epoch is None:
@@ -332,14 +307,11 @@ class Task(BaseModel):
     def from_preset(cls, preset, /, load_weights=True, **kwargs):
         """The task from a preset directory or a built-in name.
 
-        A directory holding this task (saved by `save_to_preset`) gives it
-        back with its weights; one holding a backbone (e.g. saved by a
-        pre-trainer) gives the pre-trained backbone with a freshly initialised
-        head, and its tokenizer or preprocessor; a checkpoint of another
-        format is converted. A built-in name with released weights gives them
-        and their tokenizer with a fresh head (e.g.
-        `kzoo.BertClassifier.from_preset("bert_base_uncased", num_classes=2)`);
-        an architecture-only name gives random weights and a warning.
+        A directory holding this task (`save_to_preset`) gives it back; one
+        holding a backbone gives it with a fresh head and its tokenizer or
+        preprocessor (another checkpoint format converted); a built-in name,
+        its released weights and tokenizer with a fresh head, or random
+        weights and a warning for an architecture-only name.
 
         Args:
             preset: str or `os.PathLike`. A preset name or directory.
@@ -415,13 +387,10 @@ class Task(BaseModel):
         presets.save_task(self, preset_dir, format=format)
 
     def export(self, path, format="tf_saved_model", **options):
-        """Writes the task for serving (`kzoo.export`): `"tf_saved_model"` is a
-        TensorFlow SavedModel whose `serving_default` takes batches of strings
-        and returns predictions (e.g. `class_names`), the tokenizer inside; it
-        serves with TensorFlow and tensorflow-text alone (`import
-        tensorflow_text` before `tf.saved_model.load`), from a task trained on
-        any backend. `"onnx"`: the network as ONNX with the tokenizer's
-        vocabulary and settings beside it.
+        """Writes the task for serving (`kzoo.export`): `"tf_saved_model"`, a
+        SavedModel whose `serving_default` takes strings and returns predictions,
+        the tokenizer inside (TensorFlow and tensorflow-text alone serve it);
+        `"onnx"`, the network with the tokenizer's vocabulary and settings beside it.
 
         Args:
             path: str or os.PathLike. A new or empty directory, or an earlier SavedModel.

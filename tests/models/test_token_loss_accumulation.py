@@ -1,4 +1,4 @@
-"""Gradient accumulation with token-level losses (`kzoo.models.batching`): k
+"""Gradient accumulation with token-level losses (`kzoo.models.accumulation`): k
 micro-batches of b update the weights as one batch of k·b when the micro-batches
 hold different numbers of tokens, for the token classifier (cross-entropy over
 labelled tokens), the masked LM with NSP (over masked positions, and pairs) and
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kzoo
-from kzoo.models import batching
+from kzoo.models import accumulation
 from tests.models.bert.task_fixtures import VOCABULARY
 
 TOLERANCE = 1e-6
@@ -114,7 +114,7 @@ def test_the_transformer_schedule_counts_optimizer_steps():
 
 
 def test_each_epoch_is_whole_groups_each_micro_batch_with_its_group_counts():
-    batches, normalisers = batching.micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
+    batches, normalisers = accumulation.micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
     assert [len(b) for b in batches] == [3, 2, 1, 1]
     assert [n["tokens"] for n in normalisers] == [5.0, 5.0, 2.5, np.inf]  # the filler weighs nothing
 

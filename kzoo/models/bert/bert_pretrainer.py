@@ -28,6 +28,7 @@ import keras
 from keras import ops
 
 from kzoo.distribution import replica_loss
+from kzoo.models.accumulation import CountsTokens
 from kzoo.models.bert.bert_fill_mask import BertFillMask
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
@@ -47,7 +48,7 @@ def _keys(structure):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPretrainer(BertFillMask, Task):
+class BertPretrainer(BertFillMask, CountsTokens, Task):
     """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
 
     A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the
@@ -241,7 +242,7 @@ class BertPretrainer(BertFillMask, Task):
         global batch as one program. Both equal one device on the global batch
         when the replicas hold equally many predictions (`kzoo.distribution`).
         With `normalisers` (`{"mlm": ..., "nsp": ...}`, gradient accumulation's
-        group counts / k, `kzoo.models.batching`) the sums are divided by
+        group counts / k, `kzoo.models.accumulation`) the sums are divided by
         them instead: k micro-batches then make the big batch's means."""
         self._check_label_keys(y)
         # Flattened to (B * P, V): on TensorFlow, rank-3 logits of unknown shape

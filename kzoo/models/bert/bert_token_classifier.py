@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from kzoo.models import input_checks
+from kzoo.models.accumulation import CountsTokens
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
@@ -66,7 +67,7 @@ class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifier(Task):
+class BertTokenClassifier(CountsTokens, Task):
     """BERT with a classification layer on every token: softmax(T_i W), read at
     each word's first sub-token (BERT sec. 5.3).
 
@@ -174,7 +175,7 @@ class BertTokenClassifier(Task):
     def loss_counts(self, y, sample_weight=None):
         """The labelled tokens of each sentence: the loss's mean is over them
         (sample weights scale tokens, they do not count them); under gradient
-        accumulation `fit` normalises over a whole group's (`kzoo.models.batching`)."""
+        accumulation `fit` normalises over a whole group's (`kzoo.models.accumulation`)."""
         return {"tokens": ops.sum(ops.cast(ops.not_equal(y, IGNORED_LABEL), "float32"), axis=-1)}
 
 

@@ -22,6 +22,7 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
+from kzoo.models.accumulation import CountsTokens
 from kzoo.models.input_checks import check_ints
 from kzoo.models.transformer.transformer_generation import TransformerGeneration
 from kzoo.models.transformer.transformer_inputs import INPUT_NAMES, check_config, standardize_inputs
@@ -33,7 +34,7 @@ from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(TransformerGeneration, Backbone):
+class Transformer(TransformerGeneration, CountsTokens, Backbone):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is
@@ -427,7 +428,7 @@ class Transformer(TransformerGeneration, Backbone):
     def loss_counts(self, y, sample_weight=None):
         """The (weighted) non-padding target tokens of each pair: the default
         loss's mean is over them (sec. 5.4); under gradient accumulation `fit`
-        normalises over a whole group's (`kzoo.models.batching`)."""
+        normalises over a whole group's (`kzoo.models.accumulation`)."""
         return {"tokens": ops.sum(token_weights(y, self.padding_id, sample_weight), axis=-1)}
 
 

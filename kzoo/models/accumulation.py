@@ -1,0 +1,185 @@
+"""Gradient accumulation that equals the big batch for losses that are a
+mean over tokens.
+
+Keras' optimizer with `gradient_accumulation_steps=k` updates once every k
+micro-batches with the *mean* of their gradients. A loss that is a mean over
+each micro-batch's tokens then weighs a token of a micro-batch with few real
+tokens more than one of a full micro-batch: k micro-batches are not the big
+batch of their examples (Hugging Face's transformers#35438). The big batch's
+loss is `Σ_group ℓ / N`, N the group's tokens, so micro-batch j must
+contribute `k · Σ_j ℓ / N`: its own mean loss times `n_j / (N / k)`.
+
+The data path knows the groups, so it computes `N / k` (the *normaliser*):
+`MicroBatches` cuts each epoch into batches of k·b examples (the big batches,
+drawn as `fit(batch_size=k·b)` draws them) and each into k micro-batches, and
+sends each micro-batch's normalisers with its sample weights
+(`with_normalisers`). A model whose loss counts tokens (`CountsTokens`) takes
+them out again (`split`) before Keras' loss and metrics see the weights, and
+rescales the loss (`renormalised_loss`); other models never look for them.
+Every epoch is then a whole number of groups, so an epoch's end (where
+`keras.callbacks.BackupAndRestore` backs up) is a group's end as well.
+"""
+
+import warnings
+
+import numpy as np
+from keras import ops
+
+from kzoo.models.batching import LengthBatches
+
+def accumulated(model, train, data, order):
+    """`(train, data)` as micro-batches whose loss normalisers make k of
+    them the big batch (`CountsTokens`), when `model`'s optimizer accumulates gradients."""
+    steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
+    if steps == 1:
+        return train, data
+    if data is None and not isinstance(train["x"], dict):  # a dataset or generator: its own batches
+        warnings.warn(
+            f"{type(model).__name__}'s loss is a mean over tokens, and the optimizer accumulates "
+            f"gradients over {steps} micro-batches of a dataset: each micro-batch is normalised "
+            f"by its own tokens, so an update is the big batch's only when its {steps} "
+            "micro-batches hold equally many. For the exact big batch, pass the examples in "
+            "memory: `fit` then groups them and normalises over each group's tokens.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return train, data
+    if data is None and train["y"] is None:
+        return train, data
+    if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+        data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
+                             order, padding="max_length")
+    counts = model.loss_counts(*data.arrays[1:])  # every example's, counted once
+    if counts is None:
+        return train, data
+    data = MicroBatches(data, steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
+    return data.for_keras(), data
+
+
+class MicroBatches(LengthBatches):
+    """The examples of `data` (a `LengthBatches`) for gradient accumulation
+    over `steps` micro-batches: the big batches of `steps · batch_size`
+    examples, each cut into `steps` micro-batches that carry the big
+    batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
+
+    Example:
+
+    >>> data = MicroBatches(LengthBatches({"ids": np.arange(6)}, np.arange(6), batch_size=2, order="given"),
+    ...                     2, {"tokens": np.ones(6)})
+    >>> [batch[0]["ids"].tolist() for batch in data], data[0][2]["loss_normalisers"]["tokens"].tolist()
+    ([[0, 1], [2, 3], [4], [5]], [2.0, 2.0])
+    """
+
+    def __init__(self, data, steps, counts):
+        vars(self).update(vars(data))  # the same examples, ladder, order and seed
+        self.batch_size, self.steps, self.counts = data.batch_size * steps, steps, counts
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch, logs=None):
+        super().set_epoch(epoch)  # the big batches, then each cut in `steps`
+        self.batches, self.normalisers = micro_batches(self.batches, self.steps, self.counts)
+
+    def __getitem__(self, index):
+        x, y, sample_weight = (*self.batch(self.batches[index]), None, None)[:3]
+        return x, y, with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
+
+
+class CountsTokens:
+    """The base (before `BaseModel`) of a model whose loss is a mean over
+    tokens: it says what it averages over (`loss_counts`), and under
+    gradient accumulation `fit` normalises each micro-batch over its
+    group's counts; other models' steps never look for normalisers."""
+
+    def loss_counts(self, y, sample_weight=None):
+        """What the loss averages over, per example: `{name: (batch,)
+        tensor}`, one entry per mean in the loss (e.g. the real target
+        tokens), or None for a loss that is not a mean over them."""
+        return None
+
+    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
+        """A micro-batch's `loss` (a mean over the one count of
+        `loss_counts`) as its share of its group's mean: times this
+        micro-batch's count over the normaliser (the group's count / k)."""
+        (name, normaliser), = normalisers.items()
+        count = ops.sum(self.loss_counts(y, sample_weight)[name])
+        return loss * count / normaliser
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras' train and test steps (every backend) compute the loss here: the
+        # normalisers sent with the sample weights go to `renormalised_loss`.
+        sample_weight, normalisers = split(sample_weight)
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
+        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, y_pred, split(sample_weight)[0])
+
+
+NORMALISERS = "loss_normalisers"
+SAMPLE_WEIGHT = "sample_weight"
+
+
+def micro_batches(groups, steps, counts):
+    """`(batches, normalisers)`: each group of examples (a big batch) split
+    into `steps` micro-batches of nearly equal sizes, each with the group's
+    counts divided by `steps` (`{name: float}`).
+
+    A group of fewer than `steps` examples is completed by micro-batches
+    that repeat its first example with infinite normalisers: they weigh
+    nothing, and the optimizer still updates once per group.
+
+    Args:
+        groups: list of int arrays. The example indices of each big batch.
+        steps: int. k, the micro-batches per group.
+        counts: dict of float arrays `(examples,)`. What each example adds
+            to each of the loss's denominators (`loss_counts`).
+
+    Example:
+
+    >>> batches, normalisers = micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
+    >>> [b.tolist() for b in batches]
+    [[0, 1, 2], [3, 4], [5], [5]]
+    >>> [n["tokens"] for n in normalisers]
+    [5.0, 5.0, 2.5, inf]
+    """
+    batches, normalisers = [], []
+    for rows in groups:
+        totals = {name: float(np.sum(count[rows])) / steps for name, count in counts.items()}
+        for part in np.array_split(rows, steps):
+            filler = len(part) == 0
+            batches.append(rows[:1] if filler else part)
+            normalisers.append({name: np.inf for name in totals} if filler else totals)
+    return batches, normalisers
+
+
+def with_normalisers(sample_weight, normalisers, rows):
+    """A batch's sample weights with its normalisers beside them, one value
+    per example (so that Keras can split a batch over devices).
+
+    Example:
+
+    >>> weights = with_normalisers(None, {"tokens": 2.5}, 3)
+    >>> weights[NORMALISERS]["tokens"].tolist(), SAMPLE_WEIGHT in weights
+    ([2.5, 2.5, 2.5], False)
+    """
+    packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
+    return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
+
+
+def split(sample_weight):
+    """`(sample_weight, normalisers)`: a batch's own sample weights (or None)
+    and its normalisers as scalars (`{name: tensor}`, or None when the batch
+    carries none).
+
+    Example:
+
+    >>> weights, normalisers = split(with_normalisers(np.ones(2), {"tokens": 4.0}, 2))
+    >>> weights.tolist(), float(normalisers["tokens"])
+    ([1.0, 1.0], 4.0)
+    >>> split(np.ones(2))[1] is None
+    True
+    """
+    if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
+        return sample_weight, None
+    normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch
+    return sample_weight.get(SAMPLE_WEIGHT), normalisers
