@@ -16,9 +16,9 @@ os.environ["XLA_FLAGS"] = " ".join(flag for flag in (
     "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1",
 ) if flag)
 
-import keras  # noqa: E402 (after XLA_FLAGS)
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import keras
+import numpy as np
+import pytest
 
 # Every test's CPU seconds, the slowest listed after the run, and the budget enforced.
 pytest_plugins = ["tests.time_budget"]
