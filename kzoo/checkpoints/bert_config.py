@@ -25,23 +25,8 @@ FIELDS = {
 
 
 def backbone_config(config, location):
-    """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict
-    (defaults as `transformers.BertConfig`); `location` names the file in
-    errors, which name its fields as it writes them.
-
-    Example:
-
-    >>> backbone_config({"model_type": "bert", "vocab_size": 99, "hidden_act": "gelu_new"}, "x")["activation"]
-    'gelu_approximate'
-    >>> backbone_config({"model_type": "roberta"}, "x")
-    Traceback (most recent call last):
-    ...
-    ValueError: x has model_type 'roberta': kzoo loads Hugging Face checkpoints with model_type in ['bert'].
-    >>> backbone_config({"model_type": "bert", "vocab_size": 99, "num_hidden_layers": "two"}, "x")
-    Traceback (most recent call last):
-    ...
-    ValueError: x: num_hidden_layers must be a JSON integer >= 0; got 'two' (str). It is never rounded or parsed: ...
-    """
+    """`kzoo.BertBackbone` arguments from a Hugging Face `BertConfig` dict (`transformers`' defaults);
+    errors name `location` and the fields as the file writes them."""
     model_type = config.get("model_type")
     if model_type != "bert":
         raise ValueError(
@@ -65,9 +50,7 @@ def backbone_config(config, location):
 
 
 def _field(config, field, default, smallest, location):
-    """`config[field]` (`default` if absent) checked here, so that an error
-    names the field as the file writes it: an int >= `smallest`, or a number
-    where `smallest` is None."""
+    """`config[field]` (else `default`): an int >= `smallest`, or where it is None a number >= 0."""
     if field not in config and default is None:
         raise ValueError(f"{location} has no {field}: a BERT config.json needs it. Copy the checkpoint again.")
     value = config.get(field, default)

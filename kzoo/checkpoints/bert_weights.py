@@ -1,27 +1,19 @@
-"""BERT's weight table: every kzoo variable's name in each checkpoint format,
-and how the format lays out its array; and `CheckpointSource`, a checkpoint
-as a format's reader opens it.
-
-Each `Row` pairs a kzoo variable path with its Hugging Face, google-research
-and KerasHub names and a `Layout`. `EMBEDDINGS`, `ENCODER_LAYER` (`{i}` is the
-layer), `POOLER` and the heads of each task in `TASKS` make the whole table;
-`kzoo.checkpoints` reads it forwards, `kzoo.checkpoints.huggingface.save`
-backwards. This module imports no model and reads no file.
+"""BERT's weight table: each kzoo variable's name in every checkpoint format
+and how the format lays out its array (`EMBEDDINGS`, `ENCODER_LAYER`,
+`POOLER`, the heads of `TASKS`), read forwards by `kzoo.checkpoints`,
+backwards by `huggingface.save`; and `CheckpointSource`, an opened checkpoint.
 """
 
 import dataclasses
 
 import numpy as np
 
-# === Layouts: how a kzoo variable is stored elsewhere ===
-
-
 def _same(shape):
     return shape
 
 
 def _merge_heads_out(shape):
-    """(H, A, H/A) -> (H, H) for the Q/K/V kernels; (A, H/A) -> (H,) for their biases."""
+    """(H, A, H/A) -> (H, H): Q/K/V kernels; (A, H/A) -> (H,): their biases."""
     return shape[:-2] + (shape[-2] * shape[-1],)
 
 
@@ -32,35 +24,25 @@ def _merge_heads_in(shape):
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """How a checkpoint format stores a kzoo variable: KerasHub as kzoo does;
-    Hugging Face and google-research as the `(in, out)` matrix `matrix_shape`
-    gives (attention heads merged), transposed in the `transposed_in` formats
-    (PyTorch's `nn.Linear`; google-research's `output_weights`).
-
-    Example:
-
-    >>> HEADS_KERNEL.source_shape((32, 2, 16), "huggingface")
-    (32, 32)
-    >>> OUTPUT_WEIGHTS.source_shape((32, 2), "google")
-    (2, 32)
-    """
+    """How a format stores a kzoo variable: KerasHub as kzoo; the others as the `matrix_shape`
+    matrix (heads merged), transposed in the `transposed_in` formats (`nn.Linear`, `output_weights`)."""
 
     matrix_shape: object = _same
     transposed_in: frozenset = frozenset()
 
     def source_shape(self, shape, format):
-        """The shape a `format` file holds for a kzoo variable of `shape` (a tuple)."""
+        """The shape a `format` file holds for a kzoo variable of `shape`."""
         if format == "keras_hub":
             return tuple(shape)
         matrix = self.matrix_shape(tuple(shape))
         return matrix[::-1] if format in self.transposed_in else matrix
 
     def to_kzoo(self, array, shape, format):
-        """The `format` source's `array` (np.ndarray) as kzoo's variable value of `shape`."""
+        """The `format` source's `array` as kzoo's value of `shape`."""
         return np.reshape(array.T if format in self.transposed_in else array, shape)
 
     def from_kzoo(self, value, format):
-        """kzoo's `value` (np.ndarray) as a `format` file stores it (contiguous)."""
+        """kzoo's `value` as a `format` file stores it (contiguous)."""
         matrix = np.reshape(value, self.matrix_shape(tuple(value.shape)))
         return np.ascontiguousarray(matrix.T if format in self.transposed_in else matrix)
 
@@ -74,20 +56,9 @@ HEADS_OUTPUT = Layout(_merge_heads_in, TORCH)  # attention output kernel (A, H/A
 OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # heads' `output_weights` (out, in)
 
 
-# === The table ===
-
-
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One tensor of the table: the kzoo variable path and its Hugging Face
-    (without the `bert.` prefix of task classes), google-research and KerasHub
-    names (None where the format has no such tensor); `{i}` is the encoder layer.
-
-    Example:
-
-    >>> POOLER[0].name("google")
-    'bert/pooler/dense/kernel'
-    """
+    """One tensor: its kzoo path and its name in each format (None: not there); `{i}` is the layer."""
 
     kzoo: str
     huggingface: str
@@ -96,7 +67,6 @@ class Row:
     layout: Layout
 
     def name(self, format):
-        """The tensor's name in `format` (a str: "huggingface", "google", "keras_hub")."""
         return getattr(self, format)
 
 
@@ -106,14 +76,7 @@ _HUGGINGFACE_PARAMETER = {"kernel": "weight", "bias": "bias", "gamma": "weight",
 
 
 def _layer(kzoo, huggingface, google, keras_hub, **layouts):
-    """The rows of one layer's parameters (`**DENSE`, `**LAYER_NORM`, or their
-    layouts by name): kzoo, google-research and KerasHub name them alike
-    (`.../kernel`, `.../gamma`), Hugging Face as PyTorch does (`....weight`).
-    `google` / `keras_hub` None: the format has no such layer.
-
-    >>> [row.huggingface for row in _layer("pooled_dense", "pooler.dense", None, None, **DENSE)]
-    ['pooler.dense.weight', 'pooler.dense.bias']
-    """
+    """The rows of one layer's parameters (`**layouts` by name): `.../kernel`, but Hugging Face's `....weight`."""
     return tuple(
         Row(f"{kzoo}/{name}", f"{huggingface}.{_HUGGINGFACE_PARAMETER[name]}",
             None if google is None else f"{google}/{name}",
@@ -135,7 +98,7 @@ EMBEDDINGS = (
 
 
 def _encoder_layer_rows():
-    """Rows of one encoder layer: self-attention, then the GELU feed-forward."""
+    """The rows of one encoder layer: self-attention, then the feed-forward."""
     kzoo, hf, google, hub = (
         "transformer_layer_{i}/", "encoder.layer.{i}.", "bert/encoder/layer_{i}/", "transformer_layer_{i}/"
     )
@@ -177,8 +140,7 @@ NEXT_SENTENCE_HEAD = (  # sec. 3.1 Task #2 (NSP)
 
 
 def _dense_head(kzoo, huggingface, google=None):
-    """A fine-tuning head (sec. 4, Figure 4): one Dense layer; google-research's
-    `run_classifier.py` / `run_squad.py` call it `output_weights`, `output_bias`."""
+    """A fine-tuning head: one Dense layer (google-research's `output_weights`, `output_bias`)."""
     return (
         Row(f"{kzoo}/kernel", f"{huggingface}.weight",
             None if google is None else f"{google}output_weights", None, OUTPUT_WEIGHTS),
@@ -189,9 +151,8 @@ def _dense_head(kzoo, huggingface, google=None):
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-    """A task head's rows; `hf_architecture`, the Hugging Face class that must
-    have written it (`classifier` names three different heads), None for any;
-    `pretrained`, whether pre-training has it (sec. 3.1), so a missing one is reported.
+    """A task head's rows; `hf_architecture`, the Hugging Face class that must have written it
+    (`classifier` names three heads), None for any; `pretrained`: a missing one is reported.
 
     Example:
 
@@ -210,14 +171,7 @@ NSP = Head(NEXT_SENTENCE_HEAD, pretrained=True)
 
 @dataclasses.dataclass(frozen=True)
 class TaskHeads:
-    """What a kzoo BERT class holds beyond the encoder: its heads, the Hugging
-    Face class with the same heads, and whether it reads the pooled `[CLS]` output.
-
-    Example:
-
-    >>> TASKS["BertQuestionAnswerer"].uses_pooler
-    False
-    """
+    """A kzoo BERT class's heads, the Hugging Face class with the same, and whether it reads the pooler."""
 
     heads: tuple
     hf_architecture: str
@@ -250,7 +204,7 @@ TASKS = {
 
 
 def encoder_rows(num_layers):
-    """The rows of BERT's encoder of `num_layers` layers: embeddings, then every layer.
+    """The rows of a `num_layers`-layer encoder: embeddings, then every layer.
 
     Example:
 
@@ -282,24 +236,11 @@ def task_for(cls):
 
 @dataclasses.dataclass
 class CheckpointSource:
-    """A checkpoint opened by a format's reader: what kzoo needs from it.
-
-    Attributes:
-        format: str. "huggingface", "google" or "keras_hub".
-        location: str. The path (or handle) it was opened from, for messages.
-        backbone_config: dict or None. `kzoo.BertBackbone` arguments; None
-            for a tokenizer-only directory.
-        tokenizer_config: dict or None. `kzoo.BertTokenizer` arguments
-            (`lowercase=None` when the source does not say); None without a
-            vocabulary.
-        shapes: dict. `{tensor name: shape}`, read without loading arrays.
-        read: callable. `read(name)` returns the array.
-        architectures: tuple of str. The Hugging Face classes that wrote it.
-            Defaults to `()`.
-        head_config: dict. Task arguments the source fixes (`num_classes`,
-            label names). Defaults to `{}`.
-        keep_alive: object. Files needed while it is read (an unzipped
-            copy). Defaults to `None`.
+    """A checkpoint as a format's reader opens it: `format` ("huggingface", "google", "keras_hub"),
+    `location` (for messages), `backbone_config` and `tokenizer_config` (kzoo arguments; None for
+    none, `lowercase=None` if unknown), `shapes` (`{name: shape}`), `read(name)` (an array),
+    `architectures` (the Hugging Face classes that wrote it), `head_config` (task arguments it
+    fixes: `num_classes`, label names) and `keep_alive` (files it needs: an unzipped copy).
 
     Example:
 
@@ -321,8 +262,7 @@ class CheckpointSource:
     keep_alive: object = None
 
     def has_head(self, head):
-        """Whether the checkpoint holds `head` (a `Head`): its first tensor,
-        written by the right Hugging Face class."""
+        """Whether it holds `head`'s first tensor, written by the right Hugging Face class."""
         name = head.rows[0].name(self.format)
         written_by = self.format != "huggingface" or head.hf_architecture is None or (
             head.hf_architecture in self.architectures

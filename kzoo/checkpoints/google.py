@@ -1,16 +1,9 @@
-"""Original google-research/bert checkpoints, read with TensorFlow's reader.
-
-A release is a directory (or its .zip) such as `uncased_L-12_H-768_A-12/`:
-`bert_config.json`, `bert_model.ckpt.index` + `bert_model.ckpt.data-*` (TF1
-variables named `bert/encoder/layer_0/attention/self/query/kernel`, ...; see
-the table in `kzoo.checkpoints.bert_weights`) and `vocab.txt`. Fine-tuned
-checkpoints from `run_classifier.py` / `run_squad.py` (`model.ckpt-N`) add
-`output_weights` or `cls/squad/output_weights`.
-
-`hidden_act: "gelu"` maps to kzoo's exact erf GELU: the released weights were
-trained with it (the repository switched its code to the tanh approximation
-later). Lower-casing is not in `bert_config.json`: it is read from the name
-(`uncased_...` / `cased_...`) or passed as `lowercase=`.
+"""Original google-research/bert releases (a directory such as
+`uncased_L-12_H-768_A-12/`, or its .zip): `bert_config.json`,
+`bert_model.ckpt.*` (TF1 variables, read with TensorFlow) and `vocab.txt`;
+fine-tuned `model.ckpt-N` add `output_weights` or `cls/squad/output_weights`.
+`hidden_act: "gelu"` is the exact erf GELU the released weights were trained
+with; the casing is not in `bert_config.json`, but in the name or `lowercase=`.
 """
 
 import glob
@@ -20,7 +13,7 @@ import tempfile
 import zipfile
 
 from kzoo.checkpoints.bert_weights import CheckpointSource
-from kzoo.checkpoints.bert_config import backbone_config as huggingface_backbone_config
+from kzoo.checkpoints.bert_config import backbone_config
 from kzoo.checkpoints.huggingface import local_path, read_json
 
 CONFIG_FILE = "bert_config.json"
@@ -29,15 +22,7 @@ CHECKPOINT_PREFIX = "bert_model.ckpt"
 
 
 def detect(path):
-    """Whether `path` is a google-research BERT release: a .zip file, or a
-    directory with `bert_config.json`.
-
-    Example:
-
-    >>> import tempfile
-    >>> detect(tempfile.mkdtemp()), detect("hf://google-bert/bert-base-uncased")
-    (False, False)
-    """
+    """Whether `path` is a google-research release: a .zip, or a directory with `bert_config.json`."""
     location = local_path(path)
     if location is None:
         return False
@@ -47,30 +32,13 @@ def detect(path):
 
 
 def open_checkpoint(path):
-    """Opens a google-research release directory, or its .zip (unzipped into
-    a temporary directory that lives as long as the source), as a `CheckpointSource`.
-
-    Example (a one-layer checkpoint written here with TensorFlow):
-
-    >>> import json, os, tempfile, numpy as np, tensorflow as tf
-    >>> directory = os.path.join(tempfile.mkdtemp(), "uncased_L-1_H-8_A-2")
-    >>> os.makedirs(directory)
-    >>> with open(os.path.join(directory, "bert_config.json"), "w") as f:
-    ...     json.dump({"vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1,
-    ...                "num_attention_heads": 2, "intermediate_size": 16}, f)
-    >>> embeddings = tf.Variable(np.zeros((30, 8), "float32"))
-    >>> _ = tf.train.Checkpoint(bert=embeddings).write(os.path.join(directory, "bert_model.ckpt"))
-    >>> source = open_checkpoint(directory)
-    >>> source.backbone_config["activation"], source.tokenizer_config
-    ('gelu', None)
-    """
+    """Opens a release directory or .zip (unzipped while the source lives) as a `CheckpointSource`."""
     location = os.path.expanduser(os.fspath(path))
-    keep_alive = None
-    directory = location
-    if os.path.isfile(location):
-        keep_alive = tempfile.TemporaryDirectory(prefix="kzoo-bert-")
-        directory = _unzip(location, keep_alive.name)
-    config = read_json(os.path.join(directory, CONFIG_FILE))
+    keep_alive = tempfile.TemporaryDirectory(prefix="kzoo-bert-") if os.path.isfile(location) else None
+    directory = _unzip(location, keep_alive.name) if keep_alive else location
+    # LayerNorm epsilon is fixed in google-research's modeling.py; 16 segment types by default.
+    config = {"type_vocab_size": 16, **read_json(os.path.join(directory, CONFIG_FILE)), "model_type": "bert",
+              "layer_norm_eps": 1e-12}
     shapes, read = _checkpoint(_checkpoint_prefix(directory))
     vocabulary = os.path.join(directory, VOCABULARY_FILE)
     return CheckpointSource(
@@ -86,29 +54,8 @@ def open_checkpoint(path):
     )
 
 
-def backbone_config(config, location):
-    """`kzoo.BertBackbone` arguments from `bert_config.json` (google-research's
-    `BertConfig`, whose fields Hugging Face's kept; LayerNorm epsilon 1e-12
-    is fixed in its `modeling.py`, 16 segment types by default).
-
-    Example:
-
-    >>> backbone_config({"vocab_size": 30522, "hidden_act": "gelu"}, "x")["layer_norm_epsilon"]
-    1e-12
-    """
-    google_defaults = {"type_vocab_size": 16, **config, "model_type": "bert", "layer_norm_eps": 1e-12}
-    return huggingface_backbone_config(google_defaults, location)
-
-
 def lowercase_from_name(path):
-    """Whether a release lower-cases its text, read from its name
-    (`bert_config.json` does not say): None when the name says neither.
-
-    Example:
-
-    >>> [lowercase_from_name(p) for p in ("uncased_L-12_H-768_A-12.zip", "/x/cased_L-12", "/x/bert")]
-    [True, False, None]
-    """
+    """Whether a release lower-cases its text, from its name (`uncased_...`); None when it says neither."""
     name = os.path.basename(os.path.normpath(path)).lower()
     if "uncased" in name:
         return True

@@ -1,12 +1,9 @@
-"""Hugging Face BERT directories, read and written (the names of `modeling_bert.py`).
-
-A directory holds `config.json` (`model_type: "bert"`), the weights as
-`model.safetensors` or `pytorch_model.bin` (read with
-`torch.load(weights_only=True)`), and the tokenizer as `vocab.txt` and/or
-`tokenizer.json` with `tokenizer_config.json`; `hf://owner/name` handles are
-downloaded with `huggingface_hub`. Tensor names are the table's in
-`kzoo.checkpoints.bert_weights`, without the `bert.` prefix of task classes;
-old checkpoints' `LayerNorm.gamma`/`beta` read as `weight`/`bias`.
+"""Hugging Face BERT directories, read and written: `config.json`
+(`model_type: "bert"`), `model.safetensors` or `pytorch_model.bin` (read with
+`torch.load(weights_only=True)`), `vocab.txt` and/or `tokenizer.json` with
+`tokenizer_config.json`; `hf://owner/name` handles are fetched with
+`huggingface_hub`. Tensor names are the weight table's, without task classes'
+`bert.` prefix; old `LayerNorm.gamma`/`beta` read as `weight`/`bias`.
 """
 
 import json
@@ -31,12 +28,12 @@ PYTORCH_FILE = "pytorch_model.bin"
 VOCABULARY_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# The files kzoo reads of a Hugging Face BERT directory, less pytorch_model.bin.
+HF_FILES = (CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
+            sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*")
 # Files fetched for an `hf://` handle: a Hugging Face, KerasHub or kzoo preset.
-DOWNLOADED = (
-    CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
-    "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json", "metadata.json", "assets/*",
-    sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*",
-)
+DOWNLOADED = (*HF_FILES, PYTORCH_FILE, "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json",
+              "metadata.json", "assets/*")
 
 
 def read_json(path):
@@ -49,13 +46,12 @@ def read_json(path):
 
 
 def local_path(path):
+    """`path` expanded, or None when it is no path (a model object, ...)."""
     return os.path.expanduser(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
 
 
 def main_json(path):
-    """The first of `config.json` and `tokenizer.json` in directory `path`,
-    which says what the directory holds: `{}` when damaged (kzoo's own loader
-    reports it), None when `path` is not a directory or has neither."""
+    """The first of `config.json`, `tokenizer.json` in directory `path`: `{}` if damaged, None if neither."""
     directory = local_path(path)
     if directory is None or not os.path.isdir(directory):
         return None
@@ -70,9 +66,7 @@ def main_json(path):
 
 
 def unavailable_error(subject, cache, reason, ways_out):
-    """The `ValueError` for released files neither (completely) cached nor
-    downloadable, worded alike for built-in names and `kaggle://` handles:
-    `subject`, the `cache` looked in, the `reason`, and the `ways_out` one a line."""
+    """The `ValueError` for files neither (completely) cached nor downloadable, with the `ways_out`."""
     return ValueError(
         f"{subject}, which is not (completely) in {cache} and cannot be downloaded: {reason}. Ways out:\n"
         + ";\n".join(f"  - {way}" for way in ways_out) + "."
@@ -83,16 +77,8 @@ def unavailable_error(subject, cache, reason, ways_out):
 
 
 def detect(path):
-    """Whether `path` is a Hugging Face BERT checkpoint: an `hf://` handle, or
-    a directory whose `config.json` has a `model_type` (or whose
-    `tokenizer.json` has a `model`), or that holds only `vocab.txt`.
-
-    Example:
-
-    >>> import tempfile
-    >>> detect("hf://google-bert/bert-base-uncased"), detect(tempfile.mkdtemp())
-    (True, False)
-    """
+    """Whether `path` is an `hf://` handle, or a directory with a `config.json` with a `model_type` (a
+    `tokenizer.json` with a `model`), or with only `vocab.txt`."""
     if isinstance(path, str) and path.startswith(HF_PREFIX):
         return True
     config = main_json(path)
@@ -122,19 +108,7 @@ def _download(handle):
 
 
 def open_checkpoint(path):
-    """Opens a Hugging Face BERT directory or `hf://` handle as a `CheckpointSource`.
-
-    Example:
-
-    >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...              intermediate_dim=16).save_to_preset(path, format="huggingface")
-    >>> source = open_checkpoint(path)
-    >>> source.backbone_config["num_layers"], source.shapes["pooler.dense.weight"]
-    (1, (8, 8))
-    """
+    """Opens a Hugging Face BERT directory or `hf://` handle as a `CheckpointSource`."""
     is_handle = isinstance(path, str) and path.startswith(HF_PREFIX)
     directory = _download(path) if is_handle else os.path.expanduser(os.fspath(path))
     config_path = os.path.join(directory, CONFIG_FILE)
@@ -153,9 +127,7 @@ def open_checkpoint(path):
 
 
 def _head_config(config):
-    """A fine-tuned checkpoint's number of labels and their names (none when
-    all are transformers' `LABEL_i`), as `class_names` and `tags`: a task
-    takes the one it has."""
+    """`num_classes`, and the label names as `class_names` and `tags` unless all are `LABEL_i`."""
     labels = config.get("id2label")
     if not labels:
         return {}
@@ -166,19 +138,7 @@ def _head_config(config):
 
 def tokenizer_config(directory):
     """`kzoo.BertTokenizer` arguments from `vocab.txt` / `tokenizer.json` and
-    `tokenizer_config.json`, or None without a vocabulary.
-
-    Example:
-
-    >>> import json, os, tempfile
-    >>> directory = tempfile.mkdtemp()
-    >>> with open(os.path.join(directory, "tokenizer.json"), "w") as f:
-    ...     json.dump({"normalizer": {"type": "BertNormalizer", "lowercase": False},
-    ...                "model": {"vocab": {"[PAD]": 0, "[UNK]": 1, "hi": 2}}}, f)
-    >>> config = tokenizer_config(directory)
-    >>> config["vocabulary"], config["lowercase"]
-    (['[PAD]', '[UNK]', 'hi'], False)
-    """
+    `tokenizer_config.json`, or None without a vocabulary."""
     config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
     settings = read_json(config_path) if os.path.isfile(config_path) else {}
     fast_path = os.path.join(directory, TOKENIZER_FILE)
@@ -219,8 +179,7 @@ def _weights(directory):
 
 
 def _safetensors(path):
-    """The header checked against the file's length first, so a truncated
-    download fails before any tensor is read."""
+    """(shapes, read) of a safetensors file, its header checked against its length first."""
     size = os.path.getsize(path)
     truncated = f"{path!r} is truncated or corrupt (an interrupted download or copy?): download it again."
     with open(path, "rb") as f:
@@ -281,27 +240,8 @@ def _pytorch(path):
 
 
 def save(model, path, tokenizer=None, progress=False):
-    """Writes `model` (a `kzoo.BertBackbone` or BERT task) as a Hugging Face
-    directory that `transformers` loads with the class of the same heads
-    (`BertForPreTraining` for a `kzoo.BertPretrainer`, ...).
-
-    Args:
-        model: keras.Model. A `kzoo.BertBackbone` or a kzoo BERT task.
-        path: str or os.PathLike. A new or empty directory, or an earlier export.
-        tokenizer: kzoo.BertTokenizer. Written as `vocab.txt`. Defaults to
-            `None`: the model's own, if any.
-        progress: bool. Show a progress bar over the tensors. Defaults to `False`.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
-    >>> save(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                   intermediate_dim=16), path)
-    >>> sorted(os.listdir(path))
-    ['config.json', 'model.safetensors']
-    """
+    """Writes a `kzoo.BertBackbone` or BERT task `model` (and `tokenizer`, else its own) as a Hugging Face
+    directory `transformers` loads with the class of the same heads (`BertForPreTraining`, ...)."""
     found = task_for(type(model))
     if found is None:
         raise ValueError(
@@ -351,8 +291,7 @@ def save(model, path, tokenizer=None, progress=False):
 
 
 def _config_from(model, backbone, task, tokenizer):
-    """The Hugging Face `config.json` of a kzoo model (the inverse of
-    `backbone_config`), with `id2label` for a model with `num_classes`."""
+    """The Hugging Face `config.json` of a kzoo model, with `id2label` for one with `num_classes`."""
     config = {
         "architectures": [task.hf_architecture], "model_type": "bert",
         **{field: getattr(backbone, argument) for field, (argument, _, _) in FIELDS.items()},

@@ -1,21 +1,12 @@
-"""KerasHub BERT presets: directories as `keras_hub.models.BertBackbone.save_to_preset`
-writes them, and `kaggle://` handles (KerasHub's presets on Kaggle Models).
-
-The layout is kzoo's own (`config.json`, `model.weights.h5`, `tokenizer.json`,
-`assets/tokenizer/vocabulary.txt`), but `config.json` names
-`keras_hub>BertBackbone`; KerasHub's own loader reads the weights, and the
-table in `kzoo.checkpoints.bert_weights` maps its variable paths to kzoo's.
-KerasHub's encoder uses the tanh-approximate GELU with LayerNorm epsilon
-1e-12, and its uncased tokenizer keeps accents unless `strip_accents` is saved
-(pass `strip_accents=True` for the original BERT's behaviour); its NFKC
-case-folding is not reproduced.
-
-`kaggle://<owner>/<model>/<framework>/<variation>[/<version>]` is fetched once
-with `kagglehub.model_download` into kagglehub's cache (`$KAGGLEHUB_CACHE`,
-else `~/.cache/kagglehub`) and read as the directory it is. Offline first: a
-versioned handle that the cache holds completely (downloaded whole, as kzoo
-does, or file by file, as KerasHub's `from_preset` does) needs no network. A
-handle without a version asks Kaggle for the latest each time.
+"""KerasHub BERT presets: directories `keras_hub.models.BertBackbone.save_to_preset`
+writes (kzoo's layout, but `config.json` names `keras_hub>BertBackbone`; KerasHub
+itself reads the weights), and `kaggle://<owner>/<model>/<framework>/<variation>[/<version>]`
+handles, fetched with `kagglehub.model_download` into its cache (`$KAGGLEHUB_CACHE`,
+else `~/.cache/kagglehub`). Offline first: a version the cache holds completely
+(whole, or file by file as KerasHub's `from_preset` leaves it) needs no network.
+KerasHub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12; its uncased
+tokenizer keeps accents unless `strip_accents` is saved; its NFKC case-folding is
+not reproduced.
 """
 
 import importlib
@@ -37,15 +28,8 @@ EXAMPLE = "kaggle://keras/bert/keras/bert_tiny_en_uncased/2"
 
 
 def detect(path):
-    """Whether `path` is a KerasHub preset: a `kaggle://` handle, or a
-    directory whose `config.json` (or `tokenizer.json`) names a `keras_hub` class.
-
-    Example:
-
-    >>> import tempfile
-    >>> detect(tempfile.mkdtemp()), detect("kaggle://keras/bert/keras/bert_tiny_en_uncased/2")
-    (False, True)
-    """
+    """Whether `path` is a `kaggle://` handle, or a directory whose `config.json` (`tokenizer.json`)
+    names a `keras_hub` class."""
     if is_handle(path):
         return True
     config = main_json(path) or {}
@@ -53,18 +37,7 @@ def detect(path):
 
 
 def open_checkpoint(path):
-    """Opens a KerasHub BERT preset directory or `kaggle://` handle as a `CheckpointSource`.
-
-    Example:
-
-    >>> import tempfile, warnings, keras_hub
-    >>> path = tempfile.mkdtemp()
-    >>> keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2,
-    ...     hidden_dim=8, intermediate_dim=16, max_sequence_length=16).save_to_preset(path)
-    >>> source = open_checkpoint(path)
-    >>> source.backbone_config["activation"], source.shapes["transformer_layer_0/self_attention_layer/query/kernel"]
-    ('gelu_approximate', (8, 2, 4))
-    """
+    """Opens a KerasHub BERT preset directory or `kaggle://` handle as a `CheckpointSource`."""
     directory = download(path) if is_handle(path) else os.path.expanduser(os.fspath(path))
     if is_handle(path) and not detect(directory):
         raise ValueError(
@@ -86,15 +59,7 @@ def open_checkpoint(path):
 
 
 def backbone_config(config):
-    """`kzoo.BertBackbone` arguments from the `config` of KerasHub's `config.json`.
-
-    Example:
-
-    >>> backbone_config({"vocabulary_size": 30, "num_layers": 1, "num_heads": 2,
-    ...     "hidden_dim": 8, "intermediate_dim": 16, "dropout": 0.1,
-    ...     "max_sequence_length": 16, "num_segments": 2})["layer_norm_epsilon"]
-    1e-12
-    """
+    """`kzoo.BertBackbone` arguments from the `config` of KerasHub's `config.json`."""
     fields = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
               "dropout", "max_sequence_length", "num_segments")
     return {
@@ -105,15 +70,7 @@ def backbone_config(config):
 
 
 def tokenizer_config(directory):
-    """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None
-    without one (KerasHub keeps accents by default).
-
-    Example:
-
-    >>> import tempfile
-    >>> tokenizer_config(tempfile.mkdtemp()) is None
-    True
-    """
+    """`kzoo.BertTokenizer` arguments from KerasHub's `tokenizer.json`, or None without one."""
     path = os.path.join(directory, "tokenizer.json")
     if not os.path.isfile(path):
         return None
@@ -163,25 +120,12 @@ def _check_class(saved, supported, path):
 
 
 def is_handle(path):
-    """Whether `path` is a `kaggle://` handle.
-
-    """
+    """Whether `path` is a `kaggle://` handle."""
     return isinstance(path, str) and path.startswith(KAGGLE_PREFIX)
 
 
 def parse_handle(handle):
-    """`(owner/model/framework/variation, version or None)` of a `kaggle://`
-    handle, checked as KerasHub and kagglehub check it.
-
-    Example:
-
-    >>> parse_handle("kaggle://keras/bert/keras/bert_tiny_en_uncased/2")
-    ('keras/bert/keras/bert_tiny_en_uncased', 2)
-    >>> parse_handle("kaggle://keras/bert")
-    Traceback (most recent call last):
-    ...
-    ValueError: 'kaggle://keras/bert' is not a Kaggle model handle: write ...
-    """
+    """`(owner/model/framework/variation, version or None)` of a `kaggle://` handle, checked."""
     parts = handle[len(KAGGLE_PREFIX):].strip("/").split("/")
     version = parts[4] if len(parts) == 5 else None
     if len(parts) not in (4, 5) or not all(parts) or not (version is None or (version.isdigit() and int(version) > 0)):
@@ -199,21 +143,7 @@ def kagglehub_cache():
 
 
 def download(handle):
-    """The local directory of a `kaggle://` handle: kagglehub's cached copy
-    when complete (no network), else downloaded with `kagglehub.model_download`.
-
-    Example (a preset in kagglehub's cache, as a download leaves it):
-
-    >>> import os, tempfile, keras_hub
-    >>> os.environ["KAGGLEHUB_CACHE"] = cache = tempfile.mkdtemp()
-    >>> folder = os.path.join(cache, "models", "me", "bert", "keras", "tiny")
-    >>> keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8,
-    ...     intermediate_dim=16).save_to_preset(os.path.join(folder, "1"))
-    >>> open(os.path.join(folder, "1.complete"), "w").close()  # kagglehub's mark of a complete download
-    >>> download("kaggle://me/bert/keras/tiny/1") == os.path.join(folder, "1")  # no network
-    True
-    >>> del os.environ["KAGGLEHUB_CACHE"]
-    """
+    """The local directory of a `kaggle://` handle: kagglehub's complete cached copy, else downloaded."""
     model, version = parse_handle(handle)
     kagglehub = _kagglehub()
     try:
@@ -228,18 +158,15 @@ def download(handle):
 
 
 def cached_versions(model):
-    """The versions of `model` (`owner/model/framework/variation`) that
-    kagglehub's cache holds completely, sorted."""
+    """The versions of `model` (`owner/model/framework/variation`) kagglehub's cache holds completely."""
     folder = os.path.join(kagglehub_cache(), "models", *model.split("/"))
     names = os.listdir(folder) if os.path.isdir(folder) else []
     return sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_layout(model, int(n)) is not None)
 
 
 def _cached_layout(model, version):
-    """How kagglehub's cache holds `model/version` completely: "bundle" (the
-    whole version, as `model_download(handle)` leaves it), "files" (each of
-    `PRESET_FILES`, as KerasHub's `from_preset` leaves them) or None (not
-    completely). Asks kagglehub's own cache code, never the network."""
+    """How kagglehub's cache holds `model/version` completely, asking its cache code, not the network:
+    "bundle" (as `model_download(handle)` leaves it), "files" (KerasHub's `from_preset`) or None."""
     cache_module, handle_module = _kagglehub("cache"), _kagglehub("handle")
     try:
         cache, parsed = cache_module.Cache(), handle_module.parse_model_handle(f"{model}/{version}")

