@@ -1,19 +1,12 @@
-"""BERT checkpoints of other formats, read into kzoo objects (and written, for
-Hugging Face): one module per format, and the weight table they share.
-
-| format          | files                                                          | module        |
-|-----------------|----------------------------------------------------------------|---------------|
-| `"google"`      | `bert_config.json`, `bert_model.ckpt.*`, `vocab.txt` (or .zip) | `google`      |
-| `"huggingface"` | `config.json` (`model_type: bert`), `model.safetensors` or     | `huggingface` |
-|                 | `pytorch_model.bin`, `vocab.txt` / `tokenizer.json`; `hf://`   |               |
-| `"keras_hub"`   | KerasHub's `config.json` + `model.weights.h5` + tokenizer;     | `keras_hub`   |
-|                 | `kaggle://` handles                                            |               |
+"""BERT checkpoints of other formats read into kzoo objects (and Hugging Face
+ones written): `google` (`bert_config.json`, `bert_model.ckpt.*`, `vocab.txt`,
+or their .zip), `huggingface` (`config.json` with `model_type: bert`,
+`model.safetensors` or `pytorch_model.bin`, `vocab.txt` / `tokenizer.json`;
+`hf://` handles) and `keras_hub` (KerasHub presets; `kaggle://` handles).
 
 Each module opens its format as a `bert_weights.CheckpointSource`; `load`
-builds the kzoo object asked for around it and fills it through the weight
-table. `kzoo.presets` calls these for any path that is not a kzoo preset
-directory. This package imports no model: the BERT classes are Keras's
-registered `kzoo>...` objects, defined once `kzoo` is imported.
+builds the kzoo object asked for and fills it through the weight table.
+This package imports no model: the classes are Keras's registered `kzoo>...`.
 """
 
 import inspect
@@ -25,8 +18,7 @@ from tqdm.auto import tqdm
 from kzoo.checkpoints import google, huggingface, keras_hub
 from kzoo.checkpoints.bert_weights import POOLER, TASKS, Head, encoder_rows, task_for
 
-# Detected in this order: a directory with both bert_config.json and a Hugging
-# Face config.json is google-research's.
+# Detected in this order: a directory with bert_config.json and config.json is google-research's.
 FORMATS = {"google": google, "huggingface": huggingface, "keras_hub": keras_hub}
 LABEL_ARGUMENTS = ("class_names", "tags")  # the task arguments naming a head's labels
 
@@ -50,9 +42,8 @@ def open_source(path, format=None):
 
     >>> import tempfile
     >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
     >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...              intermediate_dim=16).save_to_preset(path, format="huggingface")
+    ...              intermediate_dim=16).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> open_source(path).shapes["embeddings.word_embeddings.weight"]
     (50, 8)
     """
@@ -87,8 +78,7 @@ def load(cls, path, /, progress=False, **kwargs):
     >>> from kzoo import BertBackbone
     >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
     ...                         hidden_dim=8, intermediate_dim=16)
-    >>> path = tempfile.mkdtemp()
-    >>> backbone.save_to_preset(path, format="huggingface")
+    >>> backbone.save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> bool(np.array_equal(load(BertBackbone, path).pooled_dense.kernel, backbone.pooled_dense.kernel))
     True
     """
@@ -102,9 +92,8 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
 
     >>> import tempfile
     >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
     >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...              intermediate_dim=16).save_to_preset(path, format="huggingface")
+    ...              intermediate_dim=16).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> source = open_source(path, "huggingface")
     >>> load_from_source(source_class(source), source).num_layers
     1
@@ -112,7 +101,7 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
     if any(c.__name__ == "BertTokenizer" for c in cls.__mro__):
         return tokenizer_from(source, kwargs)
     task = task_for(cls)
-    if task is None and _takes(cls, "tokenizer"):  # a preprocessor
+    if task is None and takes_argument(cls, "tokenizer"):  # a preprocessor
         default = inspect.signature(cls.__init__).parameters["sequence_length"].default
         length = min(default, (source.backbone_config or {}).get("max_sequence_length", default))
         return cls(tokenizer_from(source, {}), **{"sequence_length": length, **kwargs})
@@ -130,24 +119,23 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
     if name == "BertBackbone":
         model = backbone = cls(**{**source.backbone_config, **kwargs})
     else:
-        dtype = {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
-        backbone = _registered("BertBackbone")(**source.backbone_config, **dtype)
+        backbone = _registered("BertBackbone")(**source.backbone_config, **pop_backbone_kwargs(kwargs))
         if not task.heads or any(source.has_head(head) for head in task.heads):
             kwargs = {**_head_arguments(cls, source.head_config, kwargs), **kwargs}
-        if _takes(cls, "pooling") and source.head_config.get("unsupported"):
+        if takes_argument(cls, "pooling") and source.head_config.get("unsupported"):
             raise ValueError(
                 f"{source.location!r} is a sentence-transformers model with "
                 f"{', '.join(source.head_config['unsupported'])}, which kzoo's {cls.__name__} does not "
                 "build (it pools the token states, then normalises). Load its encoder with "
                 "kzoo.BertBackbone.from_preset and add the rest yourself."
             )
-        part = next((p for p in ("preprocessor", "tokenizer") if _takes(cls, p)), None)
+        part = tokenizer_argument(cls)
         if part and part not in kwargs and source.tokenizer_config is not None:
             kwargs[part] = tokenizer_from(source, {})
         model = cls(backbone=backbone, **kwargs)
     assign_weights(model, _rows_to_load(name, task, backbone, source), source, progress)
     length = source.head_config.get("sequence_length")  # sentence-transformers' max_seq_length
-    if length and _takes(cls, "pooling") and getattr(model, "preprocessor", None) is not None:
+    if length and takes_argument(cls, "pooling") and getattr(model, "preprocessor", None) is not None:
         model.set_sequence_length(min(length, backbone.max_sequence_length))
     return model
 
@@ -160,9 +148,8 @@ def source_class(source):
 
     >>> import tempfile
     >>> from kzoo import BertBackbone, BertMaskedLM
-    >>> path = tempfile.mkdtemp()
     >>> BertMaskedLM(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...     intermediate_dim=16)).save_to_preset(path, format="huggingface")
+    ...     intermediate_dim=16)).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> source_class(open_source(path)).__name__
     'BertMaskedLM'
     """
@@ -173,9 +160,8 @@ def source_class(source):
 
 
 def assign_weights(model, rows, source, progress=False):
-    """Fills `model` from `source` through the table `rows`: every shape
-    checked and every array read before the first variable is assigned, so a
-    bad checkpoint leaves `model` untouched.
+    """Fills `model` from `source` through the table `rows`, every shape checked and every
+    array read before the first assignment: a bad checkpoint leaves `model` untouched.
 
     Example:
 
@@ -222,8 +208,7 @@ def assign_weights(model, rows, source, progress=False):
 
 
 def tokenizer_from(source, overrides):
-    """A `kzoo.BertTokenizer` with the source's vocabulary and casing,
-    `overrides` applied; unknown casing warns and assumes uncased.
+    """A `kzoo.BertTokenizer` of the source's vocabulary and casing (unknown: a warning, uncased), `overrides` applied.
 
     Example:
 
@@ -255,15 +240,24 @@ def _registered(name):
     return keras.saving.get_registered_object(f"kzoo>{name}")
 
 
-def _takes(cls, name):
+def takes_argument(cls, name):
+    """Whether `cls(...)` takes `name`: a class taking a `backbone` is a task."""
     return name in inspect.signature(cls.__init__).parameters
 
 
+def tokenizer_argument(cls):
+    """The argument `cls` takes its tokenizer by: "preprocessor", "tokenizer" or None."""
+    return next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
+
+
+def pop_backbone_kwargs(kwargs):
+    """Removes and returns the task arguments that go to its backbone: `dtype`, as in KerasHub."""
+    return {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
+
+
 def _head_arguments(cls, fixed, kwargs):
-    """The source's head arguments that `cls` takes, less those `kwargs`
-    replace: label names given replace the source's names and number, and
-    another `num_classes` drops its names (the head's shape is then checked)."""
-    fixed = {k: v for k, v in fixed.items() if _takes(cls, k)}
+    """The source's head arguments `cls` takes, less those `kwargs` replace (label names, or `num_classes`)."""
+    fixed = {k: v for k, v in fixed.items() if takes_argument(cls, k)}
     renamed = any(k in kwargs for k in LABEL_ARGUMENTS)
     if renamed or kwargs.get("num_classes", fixed.get("num_classes")) != fixed.get("num_classes"):
         dropped = LABEL_ARGUMENTS + (("num_classes",) if renamed else ())

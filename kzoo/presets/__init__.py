@@ -1,13 +1,8 @@
-"""Presets: the papers' configurations by name, kzoo preset directories, and
-the checkpoint formats of `kzoo.checkpoints`, behind every class's
-`from_preset(preset, **kwargs)` (`load(cls, preset, **kwargs)`) and
-`save_to_preset(path, format=...)` (`save_backbone`, `save_task`,
-`save_preprocessor`, `save_tokenizer`).
-
-`kzoo.presets.builtin` holds the built-in names, `kzoo.presets.released`
-where their weights come from, `kzoo.presets.directory` kzoo's own preset
-directories. This package imports
-no model: classes come from the caller, or from Keras's registered objects.
+"""Presets behind every class's `from_preset` (`load`) and `save_to_preset`
+(`save_backbone`, `save_task`, `save_preprocessor`, `save_tokenizer`): the
+built-in names (`builtin`, their weights in `released`), kzoo preset
+directories (`directory`) and the formats of `kzoo.checkpoints`. This package
+imports no model: classes come from the caller or Keras's registered objects.
 """
 
 import os
@@ -26,18 +21,12 @@ SAVE_FORMATS = ("kzoo", "huggingface")
 
 
 def detect_format(path):
-    """The format `from_preset` reads `path` in: a checkpoint format of
-    `kzoo.checkpoints`, else "kzoo" (a kzoo preset directory, whose loader
-    reports a path that is none).
+    """The format `from_preset` reads `path` in: one of `kzoo.checkpoints`, else "kzoo".
 
     Example:
 
     >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...              intermediate_dim=16).save_to_preset(path)
-    >>> detect_format(path), detect_format("hf://google-bert/bert-base-uncased")
+    >>> detect_format(tempfile.mkdtemp()), detect_format("hf://google-bert/bert-base-uncased")
     ('kzoo', 'huggingface')
     """
     return checkpoints.detect(path) or "kzoo"
@@ -50,8 +39,7 @@ def load(cls, preset, /, load_weights=True, **kwargs):
     handle), converted on the fly.
 
     A name is looked up first (write `./bert_tiny` for a directory of that
-    name); see `kzoo.presets.builtin.load_name`. A task class gets the saved
-    task, or the saved backbone with a fresh head.
+    name). A task class gets the saved task, or the saved backbone with a fresh head.
 
     Args:
         cls: type. The kzoo class asked for.
@@ -96,9 +84,8 @@ def save(obj, path, format="kzoo"):
 
     >>> import os, tempfile
     >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
     >>> save(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                   intermediate_dim=16), path, format="huggingface")
+    ...                   intermediate_dim=16), path := tempfile.mkdtemp(), format="huggingface")
     >>> sorted(os.listdir(path))
     ['config.json', 'model.safetensors']
     """
@@ -117,9 +104,8 @@ def save_backbone(backbone, path, format="kzoo"):
 
     >>> import os, tempfile
     >>> from kzoo import BertBackbone
-    >>> path = tempfile.mkdtemp()
     >>> save_backbone(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...                            intermediate_dim=16), path)
+    ...                            intermediate_dim=16), path := tempfile.mkdtemp())
     >>> sorted(os.listdir(path))
     ['config.json', 'metadata.json', 'model.weights.h5']
     """
@@ -150,8 +136,7 @@ def save_preprocessor(preprocessor, path, format="kzoo"):
     >>> import os, tempfile
     >>> from kzoo import BertPreprocessor, BertTokenizer
     >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
-    >>> path = tempfile.mkdtemp()
-    >>> save_preprocessor(BertPreprocessor(tokenizer, sequence_length=8), path)
+    >>> save_preprocessor(BertPreprocessor(tokenizer, sequence_length=8), path := tempfile.mkdtemp())
     >>> sorted(os.listdir(path))
     ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
     """
@@ -165,8 +150,7 @@ def save_tokenizer(tokenizer, path, format="kzoo"):
 
     >>> import os, tempfile
     >>> from kzoo import BertTokenizer
-    >>> path = tempfile.mkdtemp()
-    >>> save_tokenizer(BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]), path)
+    >>> save_tokenizer(BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]), path := tempfile.mkdtemp())
     >>> os.listdir(os.path.join(path, "assets", "tokenizer"))
     ['vocabulary.txt']
     """

@@ -1,13 +1,8 @@
-"""Built-in presets: the papers' model configurations by name, and their
-released weights.
-
-A built-in preset is `presets/<family>/<name>.json` in the repository
-(installed as `kzoo/_presets`), with `name`, `family`, `class_name`,
-`description`, `paper`, `parameters` (a test checks the count), `config` (the
-constructor arguments of `class_name`), optionally `tokenizer` and `weights`;
-a preset without `weights` is an architecture only (`kzoo.presets.released`
-says where the weights come from). Every check comes before anything is
-fetched or built.
+"""Built-in presets: `presets/<family>/<name>.json` (installed as
+`kzoo/_presets`) with `name`, `family`, `class_name`, `description`, `paper`,
+`parameters`, `config` (the arguments of `class_name`), optionally `tokenizer`
+and `weights` (`kzoo.presets.released`); without `weights`, architecture only.
+Every check comes before anything is fetched or built.
 """
 
 import difflib
@@ -23,13 +18,13 @@ from typing import NamedTuple
 import keras
 
 from kzoo import checkpoints
-from kzoo.presets.directory import override_config, pop_backbone_kwargs, takes_argument
+from kzoo.checkpoints import pop_backbone_kwargs, takes_argument, tokenizer_argument
+from kzoo.presets.directory import override_config
 from kzoo.presets.released import check_weights_field, describe_weights, weights_directory
 
 
 def _preset_files():
-    """`presets/` beside the package in a source tree (an editable install of
-    another checkout maps `kzoo._presets` there), else the installed `kzoo._presets`."""
+    """`presets/` of a source tree (an editable install maps `kzoo._presets` elsewhere), else `kzoo._presets`."""
     tree = pathlib.Path(__file__).resolve().parents[2]
     if (tree / "pyproject.toml").is_file() and (tree / "presets" / "__init__.py").is_file():
         return tree / "presets"
@@ -130,15 +125,8 @@ def get_preset(name):
 
 
 def is_builtin_name(preset):
-    """Whether `preset` is a built-in name rather than a path: an existing
-    directory, a str with a separator or starting with "." or "~", and any
-    `os.PathLike` are paths; any other unknown str is a mistyped name (a `ValueError`).
-
-    Example:
-
-    >>> is_builtin_name("bert_tiny"), is_builtin_name("./bert_tiny")
-    (True, False)
-    """
+    """Whether `preset` is a built-in name rather than a path (an existing directory, a str with a
+    separator or a leading "." or "~", an `os.PathLike`); another unknown str raises a `ValueError`."""
     if isinstance(preset, str) and preset in _load_all():
         return True
     if isinstance(preset, os.PathLike) or (isinstance(preset, str) and (
@@ -156,25 +144,8 @@ def is_builtin_name(preset):
 
 
 def load_name(cls, name, /, load_weights=True, **kwargs):
-    """A `cls` from built-in preset `name`: its released weights (with their
-    vocabulary and casing), or its architecture with random weights (and a
-    warning when `load_weights=True` asked for weights it does not have).
-
-    With `load_weights=False` nothing is downloaded: a task gets the
-    preset's tokenizer only from files already on this machine. A task class
-    gets `cls(backbone=<the preset's backbone>, **kwargs)`, with `dtype` and
-    the backbone's config fields going to the backbone.
-
-    Example:
-
-    >>> from kzoo import BertBackbone, BertTokenizer
-    >>> load_name(BertBackbone, "bert_tiny", load_weights=False).num_layers
-    2
-    >>> load_name(BertTokenizer, "bert_l6_h768_a3")
-    Traceback (most recent call last):
-    ...
-    ValueError: Preset 'bert_l6_h768_a3' describes a BertBackbone, not a BertTokenizer: it is architecture only ...
-    """
+    """A `cls` from built-in preset `name`: its released weights, else its architecture with random
+    weights (a warning if `load_weights` asked for weights); `load_weights=False` fetches nothing."""
     preset = get_preset(name)
     released = preset.get("weights") is not None
     expected = preset["class_name"]
@@ -203,7 +174,7 @@ def load_name(cls, name, /, load_weights=True, **kwargs):
         override_config(preset["config"], kwargs, name, cls.__name__, extra=("dtype", "name"))
     if released and (load_weights or not issubclass(cls, keras.Model)):
         return checkpoints.load(cls, weights_directory(name, preset, local_only=not load_weights), **kwargs)
-    part = next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
+    part = tokenizer_argument(cls)
     if released and is_task and part is not None and part not in kwargs and "tokenizer" in preset:
         try:
             directory = weights_directory(name, preset, local_only=True)
@@ -221,31 +192,10 @@ def load_name(cls, name, /, load_weights=True, **kwargs):
             UserWarning,
             stacklevel=4,
         )
-    if not is_task:
-        return build_from_preset(cls, name, **kwargs)
+    if not is_task:  # a `cls` named `expected`, its overrides checked above
+        return cls(**{**preset["config"], **kwargs})
     backbone_kwargs = pop_backbone_kwargs(kwargs)
     for key in [k for k in kwargs if k in preset["config"] and not takes_argument(cls, k)]:
         backbone_kwargs[key] = kwargs.pop(key)  # e.g. max_sequence_length=128 for a task
     backbone_cls = keras.saving.get_registered_object(f"kzoo>{expected}")
-    return cls(backbone=build_from_preset(backbone_cls, name, **backbone_kwargs), **kwargs)
-
-
-def build_from_preset(cls, name, /, **overrides):
-    """A `cls` with the architecture of built-in preset `name` and random
-    weights, without a warning; `overrides` replace config fields (and `dtype`, `name`).
-
-    Example:
-
-    >>> from kzoo import BertBackbone
-    >>> model = build_from_preset(BertBackbone, "bert_mini")
-    >>> model.num_layers, model.hidden_dim, model.num_heads
-    (4, 256, 4)
-    """
-    preset = get_preset(name)
-    if preset["class_name"] != cls.__name__:
-        raise ValueError(
-            f"Preset {name!r} describes a {preset['class_name']}, not a {cls.__name__}. "
-            f"Use kzoo.{preset['class_name']}.from_preset({name!r}) (or a task's from_preset), "
-            "or pass a preset directory written by `save_to_preset`."
-        )
-    return cls(**override_config(preset["config"], overrides, name, cls.__name__, extra=("dtype", "name")))
+    return cls(backbone=backbone_cls(**{**preset["config"], **backbone_kwargs}), **kwargs)

@@ -1,19 +1,10 @@
-"""kzoo preset directories (format "kzoo"), read and written, in the layout
-of KerasHub's `keras_hub/src/utils/preset_utils.py`:
-
-    config.json                      the backbone, `keras.saving.serialize_keras_object`
-    model.weights.h5                 the backbone's weights
-    tokenizer.json                   the tokenizer; `vocabulary` is the asset below
-    assets/tokenizer/vocabulary.txt  one token per line
-    preprocessor.json                the preprocessor, its tokenizer referenced the same way
-    task.json, task.weights.h5       a task model (backbone + head) and all its weights
-    metadata.json                    kzoo and Keras versions, backend, classes, parameters, date
-    training_curves.png              optional, drawn by the `kzoo` command; kept on re-saves
-
-A JSON string beginning with `assets/` is relative to the directory. Weights
-hold no optimizer state; their shapes are checked before loading. A save
-checks everything, then writes the directory atomically (`kzoo.atomic`); it
-refuses foreign files, and a part saved alone over a task (whose weights would go stale).
+"""kzoo preset directories (format "kzoo"), read and written in the layout
+of KerasHub's `preset_utils.py`: `config.json` + `model.weights.h5` (the
+backbone), `tokenizer.json` (its vocabulary in `assets/tokenizer/vocabulary.txt`;
+a JSON string starting with `assets/` is relative to the directory),
+`preprocessor.json`, `task.json` + `task.weights.h5`, `metadata.json`, and
+the `kzoo` command's `training_curves.png`. Weights' shapes are checked before
+loading; a save checks everything, then writes atomically (`kzoo.atomic`).
 """
 
 import collections
@@ -29,6 +20,8 @@ import h5py
 import keras
 
 from kzoo import atomic
+from kzoo.checkpoints import pop_backbone_kwargs, takes_argument, tokenizer_argument
+from kzoo.checkpoints.huggingface import local_path
 from kzoo.layers import lora
 from kzoo.layers.dropout import SEED_STATE
 from kzoo.version import __version__
@@ -46,19 +39,8 @@ PRESET_ENTRIES = {*PART_FILES.values(), *WEIGHTS_FILES.values(), METADATA_FILE, 
 RESAVE = "Re-save the preset with `save_to_preset(path)`"
 
 
-def takes_argument(cls, name):
-    """Whether `cls(...)` takes `name`: a class taking a `backbone` is a task."""
-    return name in inspect.signature(cls.__init__).parameters
-
-
-def pop_backbone_kwargs(kwargs):
-    """Removes and returns the task arguments that go to its backbone: `dtype`, as in KerasHub."""
-    return {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
-
-
 def override_config(config, overrides, source, class_name, extra=()):
-    """`config` updated with `overrides`, each naming a field of `config` or `extra`
-    (`source` and `class_name` name the preset in the error)."""
+    """`config` updated with `overrides`, each a field of `config` or `extra`."""
     unknown = set(overrides) - set(config) - set(extra)
     if unknown:
         raise ValueError(
@@ -72,18 +54,7 @@ def override_config(config, overrides, source, class_name, extra=()):
 
 
 def load_directory(cls, path, /, **kwargs):
-    """The part of a kzoo preset directory that is a `cls`, with its weights;
-    `kwargs` replace fields of its saved config. A task class is `load_task`'s.
-
-    Example:
-
-    >>> import tempfile
-    >>> from kzoo import BertTokenizer
-    >>> path = tempfile.mkdtemp()
-    >>> BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]).save_to_preset(path)
-    >>> load_directory(BertTokenizer, path, lowercase=False).lowercase
-    False
-    """
+    """The `cls` part of a preset directory with its weights, `kwargs` overriding its config."""
     if takes_argument(cls, "backbone"):
         return load_task(cls, path, **kwargs)
     directory, saved = _open(path)
@@ -98,21 +69,7 @@ def load_directory(cls, path, /, **kwargs):
 
 
 def load_task(cls, path, /, **kwargs):
-    """A task `cls` from a kzoo preset directory: the saved task if task.json
-    holds a `cls` (`kwargs` override its config), else `cls(backbone=...,
-    **kwargs)` with the saved backbone, a fresh head, and the directory's
-    preprocessor (or tokenizer) when `cls` takes one and `kwargs` lack it.
-
-    Example:
-
-    >>> import tempfile
-    >>> from kzoo import BertBackbone, BertClassifier
-    >>> path = tempfile.mkdtemp()
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-    ...              intermediate_dim=16).save_to_preset(path)
-    >>> load_task(BertClassifier, path, num_classes=3).num_classes
-    3
-    """
+    """The saved `cls` task, else `cls(backbone=<saved backbone>, **kwargs)` with the saved preprocessor."""
     directory, saved = _open(path)
     if _describes(saved.get("task"), cls):
         return _read_part(directory, "task", kwargs)
@@ -122,7 +79,7 @@ def load_task(cls, path, /, **kwargs):
             f"(config.json and model.weights.h5). {RESAVE}."
         )
     kwargs["backbone"] = _read_part(directory, "backbone", pop_backbone_kwargs(kwargs))
-    wanted = next((a for a in ("preprocessor", "tokenizer") if takes_argument(cls, a)), None)
+    wanted = tokenizer_argument(cls)
     role = next((r for r in ("preprocessor", "tokenizer") if r in saved), None)
     if wanted and role and wanted not in kwargs:
         part = _read_part(directory, role, {})
@@ -132,9 +89,8 @@ def load_task(cls, path, /, **kwargs):
 
 
 def saved_task_config(path, cls):
-    """The config of the `cls` task saved in kzoo preset directory `path`,
-    else None (a name, another format, no such task), e.g. to compare a
-    fine-tuned head's `num_classes` with the one asked for.
+    """The config of the `cls` task saved in preset directory `path`, else None
+    (a name, another format, no such task): e.g. to compare a head's `num_classes`.
 
     Example:
 
@@ -142,11 +98,9 @@ def saved_task_config(path, cls):
     True
     """
     atomic.recover(path)
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(os.path.expanduser(os.fspath(path))):
-        return None
-    directory = _as_path(path)
+    directory = local_path(path)
     # Only task.json is read: config.json may belong to another format (a Hugging Face checkpoint).
-    found = os.path.isfile(os.path.join(directory, PART_FILES["task"]))
+    found = directory is not None and os.path.isfile(os.path.join(directory, PART_FILES["task"]))
     config = _read_json(directory, PART_FILES["task"]) if found else None
     return dict(config["config"]) if _describes(config, cls) else None
 
@@ -188,8 +142,7 @@ def _read_json(directory, name):
 
 
 def _describes(config, cls):
-    """Whether a serialized object is a `cls`: its class found by registered
-    name, or for Keras and kzoo classes by module."""
+    """Whether a serialized object is a `cls` (found by registered name, or by module for Keras and kzoo)."""
     if config is None:
         return False
     saved = keras.saving.get_registered_object(config.get("registered_name") or config["class_name"])
@@ -233,8 +186,7 @@ def _with_asset_paths(config, directory, role):
 
 
 def _load_weights(model, path, described_by):
-    """`model.load_weights(path)` after checking every variable's shape (Keras
-    ignores a file's extra layers)."""
+    """`model.load_weights(path)` after checking every shape (Keras ignores a file's extra layers)."""
     if not os.path.isfile(path):
         raise ValueError(
             f"The weights file {path!r} is missing: the preset has {described_by} but no "
@@ -265,8 +217,7 @@ def _load_weights(model, path, described_by):
 
 
 def weight_shapes(path):
-    """`{variable path: shape}` of a `.weights.h5` file, without optimizer and
-    dropout seed state; a `ValueError` for a corrupt or truncated file."""
+    """`{variable path: shape}` of a `.weights.h5` file, less optimizer and seed state."""
     shapes = {}
 
     def visit(name, item):
@@ -295,29 +246,14 @@ def _save_weights(model, path):
 
 
 def role_of(obj):
-    """"task" (a `keras.Model` whose `backbone` is one), "backbone" (any other
-    `keras.Model`), "preprocessor" (an object with a `tokenizer`) or "tokenizer"."""
+    """"task" (its `backbone` a `keras.Model`), "backbone", "preprocessor" (has a `tokenizer`) or "tokenizer"."""
     if isinstance(obj, keras.Model):
         return "task" if isinstance(getattr(obj, "backbone", None), keras.Model) else "backbone"
     return "preprocessor" if getattr(obj, "tokenizer", None) is not None else "tokenizer"
 
 
 def save_directory(obj, path, tokenizer=None):
-    """Writes `obj` as a kzoo preset directory with every part it holds (a
-    task's backbone, preprocessor and tokenizer too; `tokenizer` is saved
-    with a backbone in the same write), in one atomic write.
-
-    Example:
-
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone, BertClassifier
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> path = tempfile.mkdtemp()
-    >>> save_directory(BertClassifier(backbone, num_classes=2), path)
-    >>> sorted(os.listdir(path))
-    ['config.json', 'metadata.json', 'model.weights.h5', 'task.json', 'task.weights.h5']
-    """
+    """Writes `obj` and every part it holds (`tokenizer`: beside a backbone) in one atomic write."""
     role = role_of(obj)
     if tokenizer is not None and role != "backbone":
         raise ValueError(f"save_directory(..., tokenizer=...) adds a tokenizer to a backbone; got a {role}.")
@@ -338,21 +274,17 @@ def save_directory(obj, path, tokenizer=None):
     existing = set(os.listdir(directory)) if os.path.isdir(directory) else set()
     kept = existing & {TRAINING_CURVES_FILE} if "task" in parts else existing - {*configs, *weights, METADATA_FILE}
     with atomic.replacing_directory(directory, keep=sorted(kept)) as scratch:
-        for relative, text in assets.items():
+        for relative, text in {**assets, **{name: json.dumps(c, indent=4) for name, c in configs.items()}}.items():
             os.makedirs(os.path.dirname(os.path.join(scratch, relative)), exist_ok=True)
             with open(os.path.join(scratch, relative), "w", encoding="utf-8", newline="") as f:
                 f.write(text)
-        for name, config in configs.items():
-            with open(os.path.join(scratch, name), "w", encoding="utf-8") as f:
-                json.dump(config, f, indent=4)
         for name, model in weights.items():
             _save_weights(model, os.path.join(scratch, name))
         _write_metadata(scratch)
 
 
 def _serialize(part, assets):
-    """`serialize_keras_object(part)` without build state (as KerasHub saves
-    it), the vocabulary moved into `assets` ({relative path: text})."""
+    """`part` serialized without build state, its vocabulary moved into `assets` ({path: text})."""
     config = _without_build_state(keras.saving.serialize_keras_object(part))
     for key in ("preprocessor", "tokenizer"):
         nested = getattr(part, key, None)
@@ -400,8 +332,7 @@ def _check_directory(path, saving_task):
 
 
 def _write_metadata(directory):
-    """metadata.json, describing the directory as it now is (KerasHub's
-    fields, plus kzoo's version, the backend and every part's class)."""
+    """metadata.json: KerasHub's fields, kzoo's version, the backend and every part's class."""
     metadata = {
         "kzoo_version": __version__,
         "keras_version": keras.version(),
