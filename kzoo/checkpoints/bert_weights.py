@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 
+
 def _same(shape):
     return shape
 
@@ -97,32 +98,24 @@ EMBEDDINGS = (
 )
 
 
-def _encoder_layer_rows():
-    """The rows of one encoder layer: self-attention, then the feed-forward."""
-    kzoo, hf, google, hub = (
-        "transformer_layer_{i}/", "encoder.layer.{i}.", "bert/encoder/layer_{i}/", "transformer_layer_{i}/"
-    )
-    rows = ()
-    for part in ("query", "key", "value"):
-        rows += _layer(f"{kzoo}self_attention/{part}", f"{hf}attention.self.{part}",
-                       f"{google}attention/self/{part}", f"{hub}self_attention_layer/{part}",
-                       kernel=HEADS_KERNEL, bias=HEADS_BIAS)
-    return rows + (
-        *_layer(f"{kzoo}self_attention/attention_output", f"{hf}attention.output.dense",
-                f"{google}attention/output/dense", f"{hub}self_attention_layer/attention_output",
-                kernel=HEADS_OUTPUT, bias=VECTOR),
-        *_layer(f"{kzoo}self_attention_layer_norm", f"{hf}attention.output.LayerNorm",
-                f"{google}attention/output/LayerNorm", f"{hub}self_attention_layer_norm", **LAYER_NORM),
-        *_layer(f"{kzoo}feed_forward/intermediate_dense", f"{hf}intermediate.dense",
-                f"{google}intermediate/dense", f"{hub}feedforward_intermediate_dense", **DENSE),
-        *_layer(f"{kzoo}feed_forward/output_dense", f"{hf}output.dense",
-                f"{google}output/dense", f"{hub}feedforward_output_dense", **DENSE),
-        *_layer(f"{kzoo}feed_forward_layer_norm", f"{hf}output.LayerNorm",
-                f"{google}output/LayerNorm", f"{hub}feedforward_layer_norm", **LAYER_NORM),
-    )
-
-
-ENCODER_LAYER = _encoder_layer_rows()
+# One encoder layer: kzoo, Hugging Face, google-research and KerasHub names after the layer's prefix.
+_ENCODER_LAYER = (
+    *((f"self_attention/{part}", f"attention.self.{part}", f"attention/self/{part}", f"self_attention_layer/{part}",
+       {"kernel": HEADS_KERNEL, "bias": HEADS_BIAS}) for part in ("query", "key", "value")),
+    ("self_attention/attention_output", "attention.output.dense", "attention/output/dense",
+     "self_attention_layer/attention_output", {"kernel": HEADS_OUTPUT, "bias": VECTOR}),
+    ("self_attention_layer_norm", "attention.output.LayerNorm", "attention/output/LayerNorm",
+     "self_attention_layer_norm", LAYER_NORM),
+    ("feed_forward/intermediate_dense", "intermediate.dense", "intermediate/dense",
+     "feedforward_intermediate_dense", DENSE),
+    ("feed_forward/output_dense", "output.dense", "output/dense", "feedforward_output_dense", DENSE),
+    ("feed_forward_layer_norm", "output.LayerNorm", "output/LayerNorm", "feedforward_layer_norm", LAYER_NORM),
+)
+ENCODER_LAYER = tuple(
+    row for kzoo, hf, google, hub, layouts in _ENCODER_LAYER for row in _layer(
+        f"transformer_layer_{{i}}/{kzoo}", f"encoder.layer.{{i}}.{hf}", f"bert/encoder/layer_{{i}}/{google}",
+        f"transformer_layer_{{i}}/{hub}", **layouts)
+)
 # tanh(W C + b) on the final [CLS] state (sec. 3, NSP and classification)
 POOLER = _layer("pooled_dense", "pooler.dense", "bert/pooler/dense", "pooled_dense", **DENSE)
 MASKED_LM_HEAD = (  # sec. 3.1 Task #1; the output projection is the tied word embedding
@@ -132,21 +125,16 @@ MASKED_LM_HEAD = (  # sec. 3.1 Task #1; the output projection is the tied word e
             "cls/predictions/transform/LayerNorm", None, **LAYER_NORM),
     Row("mlm_head/bias", "cls.predictions.bias", "cls/predictions/output_bias", None, VECTOR),
 )
-NEXT_SENTENCE_HEAD = (  # sec. 3.1 Task #2 (NSP)
-    Row("next_sentence_dense/kernel", "cls.seq_relationship.weight",
-        "cls/seq_relationship/output_weights", None, OUTPUT_WEIGHTS),
-    Row("next_sentence_dense/bias", "cls.seq_relationship.bias", "cls/seq_relationship/output_bias", None, VECTOR),
-)
 
 
 def _dense_head(kzoo, huggingface, google=None):
-    """A fine-tuning head: one Dense layer (google-research's `output_weights`, `output_bias`)."""
-    return (
-        Row(f"{kzoo}/kernel", f"{huggingface}.weight",
-            None if google is None else f"{google}output_weights", None, OUTPUT_WEIGHTS),
-        Row(f"{kzoo}/bias", f"{huggingface}.bias",
-            None if google is None else f"{google}output_bias", None, VECTOR),
-    )
+    """One Dense layer as google-research's heads name it (`output_weights`, `output_bias`)."""
+    google = (None, None) if google is None else (f"{google}output_weights", f"{google}output_bias")
+    return (Row(f"{kzoo}/kernel", f"{huggingface}.weight", google[0], None, OUTPUT_WEIGHTS),
+            Row(f"{kzoo}/bias", f"{huggingface}.bias", google[1], None, VECTOR))
+
+
+NEXT_SENTENCE_HEAD = _dense_head("next_sentence_dense", "cls.seq_relationship", "cls/seq_relationship/")  # sec. 3.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,28 +166,23 @@ class TaskHeads:
     uses_pooler: bool = True
 
 
+def _dense_task(architecture, kzoo, huggingface, google=None, uses_pooler=True):
+    """A fine-tuning task (sec. 4): one Dense head; `classifier` names three, told apart by their writer."""
+    head = Head(_dense_head(kzoo, huggingface, google), architecture if huggingface == "classifier" else None)
+    return TaskHeads((head,), architecture, uses_pooler)
+
+
 TASKS = {
     "BertBackbone": TaskHeads((), "BertModel"),
     "BertFeatureExtractor": TaskHeads((), "BertModel"),
     "BertTextEmbedder": TaskHeads((), "BertModel", uses_pooler=False),
     "BertPretrainer": TaskHeads((MLM, NSP), "BertForPreTraining"),
     "BertMaskedLM": TaskHeads((MLM,), "BertForMaskedLM", uses_pooler=False),
-    "BertClassifier": TaskHeads(
-        (Head(_dense_head("logits", "classifier", ""), "BertForSequenceClassification"),),
-        "BertForSequenceClassification",
-    ),
-    "BertTokenClassifier": TaskHeads(
-        (Head(_dense_head("logits", "classifier"), "BertForTokenClassification"),),
-        "BertForTokenClassification", uses_pooler=False,
-    ),
-    "BertQuestionAnswerer": TaskHeads(
-        (Head(_dense_head("span_logits", "qa_outputs", "cls/squad/")),),
-        "BertForQuestionAnswering", uses_pooler=False,
-    ),
-    "BertMultipleChoice": TaskHeads(
-        (Head(_dense_head("choice_score", "classifier"), "BertForMultipleChoice"),),
-        "BertForMultipleChoice",
-    ),
+    "BertClassifier": _dense_task("BertForSequenceClassification", "logits", "classifier", ""),
+    "BertTokenClassifier": _dense_task("BertForTokenClassification", "logits", "classifier", uses_pooler=False),
+    "BertQuestionAnswerer": _dense_task("BertForQuestionAnswering", "span_logits", "qa_outputs", "cls/squad/",
+                                        uses_pooler=False),
+    "BertMultipleChoice": _dense_task("BertForMultipleChoice", "choice_score", "classifier"),
 }
 
 

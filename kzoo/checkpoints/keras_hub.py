@@ -137,11 +137,6 @@ def parse_handle(handle):
     return "/".join(parts[:4]), None if version is None else int(version)
 
 
-def kagglehub_cache():
-    """kagglehub's cache directory, read at each call as kagglehub reads it."""
-    return _kagglehub("config").get_cache_folder()
-
-
 def download(handle):
     """The local directory of a `kaggle://` handle: kagglehub's complete cached copy, else downloaded."""
     model, version = parse_handle(handle)
@@ -155,13 +150,6 @@ def download(handle):
     except Exception as error:  # no network, unknown handle, a gated model: the message names the cause
         reason = f"the download failed ({type(error).__name__}: {str(error)[:200]})"
         raise _unavailable(handle, model, version, reason) from error
-
-
-def cached_versions(model):
-    """The versions of `model` (`owner/model/framework/variation`) kagglehub's cache holds completely."""
-    folder = os.path.join(kagglehub_cache(), "models", *model.split("/"))
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    return sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_layout(model, int(n)) is not None)
 
 
 def _cached_layout(model, version):
@@ -179,7 +167,7 @@ def _cached_layout(model, version):
 
 def _unavailable(handle, model, version, reason):
     """The error for a handle that is neither cached nor downloadable."""
-    cache = kagglehub_cache()
+    cache = _kagglehub("config").get_cache_folder()  # as kagglehub reads it now
     folder = os.path.join("models", *model.split("/"))
     versioned = f"{model}/{version}" if version is not None else model
     ways_out = [
@@ -190,8 +178,9 @@ def _unavailable(handle, model, version, reason):
         "or put the preset's files (config.json, model.weights.h5, tokenizer.json, assets/) in a directory "
         "and pass that directory to from_preset",
     ]
-    if version is None:
-        cached = cached_versions(model)
+    if version is None:  # the versions the cache holds completely
+        names = os.listdir(os.path.join(cache, folder)) if os.path.isdir(os.path.join(cache, folder)) else []
+        cached = sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_layout(model, int(n)))
         reason = f"it names no version, which only Kaggle can resolve to the latest one; {reason}"
         ways_out.insert(0, "write the version: " + (
             " or ".join(f"{KAGGLE_PREFIX}{model}/{v}" for v in cached) + " (cached here)" if cached

