@@ -223,16 +223,7 @@ class CheckpointSource:
     `location` (for messages), `backbone_config` and `tokenizer_config` (kzoo arguments; None for
     none, `lowercase=None` if unknown), `shapes` (`{name: shape}`), `read(name)` (an array),
     `architectures` (the Hugging Face classes that wrote it), `head_config` (task arguments it
-    fixes: `num_classes`, label names) and `keep_alive` (files it needs: an unzipped copy).
-
-    Example:
-
-    >>> import numpy as np
-    >>> source = CheckpointSource("huggingface", "example", None, None,
-    ...     shapes={"pooler.dense.weight": (8, 8)}, read=lambda name: np.zeros((8, 8)))
-    >>> source.has_head(Head(POOLER)), source.has_head(NSP)
-    (True, False)
-    """
+    fixes: `num_classes`, label names) and `keep_alive` (files it needs: an unzipped copy)."""
 
     format: str
     location: str

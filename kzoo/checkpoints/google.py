@@ -45,7 +45,7 @@ def open_checkpoint(path):
         format="google",
         location=location,
         backbone_config=backbone_config(config, os.path.join(location, CONFIG_FILE)),
-        tokenizer_config={"vocabulary": vocabulary, "lowercase": lowercase_from_name(location)}
+        tokenizer_config={"vocabulary": vocabulary, "lowercase": _lowercase_from_name(location)}
         if os.path.isfile(vocabulary) else None,
         shapes=shapes,
         read=read,
@@ -54,7 +54,7 @@ def open_checkpoint(path):
     )
 
 
-def lowercase_from_name(path):
+def _lowercase_from_name(path):
     """Whether a release lower-cases its text, from its name (`uncased_...`); None when it says neither."""
     name = os.path.basename(os.path.normpath(path)).lower()
     if "uncased" in name:

@@ -31,9 +31,7 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # The files kzoo reads of a Hugging Face BERT directory, less pytorch_model.bin.
 HF_FILES = (CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
             sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*")
-# Files fetched for an `hf://` handle: a Hugging Face, KerasHub or kzoo preset.
-DOWNLOADED = (*HF_FILES, PYTORCH_FILE, "model.weights.h5", "task.json", "task.weights.h5", "preprocessor.json",
-              "metadata.json", "assets/*")
+DOWNLOADED = (*HF_FILES, PYTORCH_FILE)  # for an `hf://` handle
 
 
 def read_json(path):
@@ -279,13 +277,22 @@ def save(model, path, tokenizer=None, progress=False):
             f"Refusing to write a Hugging Face checkpoint to {directory!r}: it is a file or holds "
             f"{foreign[:5]}. Export into a new or empty directory."
         )
-    config = _config_from(model, backbone, task, tokenizer)
+    files = {CONFIG_FILE: _config_from(model, backbone, task, tokenizer)}
+    if tokenizer is not None:
+        files[TOKENIZER_CONFIG_FILE] = {
+            "tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
+            "strip_accents": tokenizer.strip_accents, "tokenize_chinese_chars": True,
+            "unk_token": tokenizer.unknown_token, "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+            "mask_token": "[MASK]", "model_max_length": backbone.max_sequence_length,
+        }
     with atomic.replacing_directory(directory) as scratch:  # an earlier export's tokenizer files are dropped
-        with open(os.path.join(scratch, CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
+        for file, content in files.items():
+            with open(os.path.join(scratch, file), "w", encoding="utf-8") as f:
+                json.dump(content, f, indent=2)
         safetensors.numpy.save_file(tensors, os.path.join(scratch, SAFETENSORS_FILE), metadata={"format": "pt"})
         if tokenizer is not None:
-            _write_tokenizer(tokenizer, scratch, config["max_position_embeddings"])
+            with open(os.path.join(scratch, VOCABULARY_FILE), "w", encoding="utf-8", newline="\n") as f:
+                f.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
         if name == "BertTextEmbedder":  # so that sentence-transformers loads it as it is
             sentence_transformers.write(model, scratch)
 
@@ -308,16 +315,3 @@ def _config_from(model, backbone, task, tokenizer):
         if num_classes == 1:
             config["problem_type"] = "regression"
     return config
-
-
-def _write_tokenizer(tokenizer, directory, max_length):
-    with open(os.path.join(directory, VOCABULARY_FILE), "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
-    settings = {
-        "tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
-        "strip_accents": tokenizer.strip_accents, "tokenize_chinese_chars": True,
-        "unk_token": tokenizer.unknown_token, "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-        "mask_token": "[MASK]", "model_max_length": max_length,
-    }
-    with open(os.path.join(directory, TOKENIZER_CONFIG_FILE), "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=2)

@@ -1,12 +1,7 @@
-"""KerasHub BERT presets: directories `keras_hub.models.BertBackbone.save_to_preset`
-writes (kzoo's layout, but `config.json` names `keras_hub>BertBackbone`; KerasHub
-itself reads the weights), and `kaggle://<owner>/<model>/<framework>/<variation>[/<version>]`
-handles, fetched with `kagglehub.model_download` into its cache (`$KAGGLEHUB_CACHE`,
-else `~/.cache/kagglehub`). Offline first: a version the cache holds completely
-(whole, or file by file as KerasHub's `from_preset` leaves it) needs no network.
-KerasHub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12; its uncased
-tokenizer keeps accents unless `strip_accents` is saved; its NFKC case-folding is
-not reproduced.
+"""KerasHub BERT presets (read by KerasHub itself), and `kaggle://<owner>/<model>/
+<framework>/<variation>[/<version>]` handles fetched with kagglehub, offline first:
+a version its cache holds completely (whole, or file by file as KerasHub's
+`from_preset` leaves it) needs no network. KerasHub's NFKC case-folding is not reproduced.
 """
 
 import importlib
@@ -25,6 +20,8 @@ KAGGLE_PREFIX = "kaggle://"
 # file by file is complete when kagglehub marks each of them complete.
 PRESET_FILES = ("config.json", "model.weights.h5", "tokenizer.json", VOCABULARY_ASSET)
 EXAMPLE = "kaggle://keras/bert/keras/bert_tiny_en_uncased/2"
+BACKBONE_FIELDS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim", "dropout",
+                   "max_sequence_length", "num_segments")  # the same in kzoo.BertBackbone
 
 
 def detect(path):
@@ -51,22 +48,13 @@ def open_checkpoint(path):
     return CheckpointSource(
         format="keras_hub",
         location=path if is_handle(path) else directory,
-        backbone_config=None if config is None else backbone_config(config["config"]),
+        backbone_config=None if config is None else {  # KerasHub's BERT: the tanh GELU, epsilon 1e-12
+            **{field: config["config"][field] for field in BACKBONE_FIELDS},
+            "activation": "gelu_approximate", "layer_norm_epsilon": 1e-12},
         tokenizer_config=tokenizer_config(directory),
         shapes={name: tuple(array.shape) for name, array in arrays.items()},
         read=arrays.__getitem__,
     )
-
-
-def backbone_config(config):
-    """`kzoo.BertBackbone` arguments from the `config` of KerasHub's `config.json`."""
-    fields = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
-              "dropout", "max_sequence_length", "num_segments")
-    return {
-        **{field: config[field] for field in fields},
-        "activation": "gelu_approximate",  # keras_hub.src.utils.keras_utils.gelu_approximate
-        "layer_norm_epsilon": 1e-12,
-    }
 
 
 def tokenizer_config(directory):

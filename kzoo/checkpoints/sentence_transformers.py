@@ -26,15 +26,9 @@ def read(directory):
 
     Example:
 
-    >>> import json, os, tempfile
-    >>> path = tempfile.mkdtemp()
-    >>> os.mkdir(os.path.join(path, "1_Pooling"))
-    >>> json.dump([{"path": "", "type": "sentence_transformers.models.Transformer"},
-    ...            {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}],
-    ...           open(os.path.join(path, "modules.json"), "w"))
-    >>> json.dump({"pooling_mode_cls_token": True}, open(os.path.join(path, "1_Pooling", "config.json"), "w"))
-    >>> read(path)
-    {'pooling': 'cls', 'normalize': False}
+    >>> import tempfile
+    >>> read(tempfile.mkdtemp())  # no modules.json: a plain Hugging Face directory
+    {}
     """
     path = os.path.join(directory, MODULES_FILE)
     if not os.path.isfile(path):
