@@ -214,9 +214,7 @@ def tokenizer_from(source, overrides):
         warnings.warn(
             f"Cannot tell whether {source.location!r} is cased or uncased (its name says neither): "
             "assuming uncased, as google-research's --do_lower_case default. Pass lowercase=False "
-            "for a cased model.",
-            UserWarning,
-            stacklevel=4,
+            "for a cased model.", UserWarning, stacklevel=4,
         )
         config["lowercase"] = True
     return _registered("BertTokenizer")(**config)
@@ -269,8 +267,7 @@ def _rows_to_load(name, task, backbone, source):
         them = "them" if len(missing) > 1 else "it"
         warnings.warn(
             f"{source.location!r} has no {listed}: freshly initialised in the {name}. Train {them} before "
-            f"use, or load a checkpoint that has {them} (a Hugging Face {task.hf_architecture}).",
-            UserWarning,
+            f"use, or load a checkpoint that has {them} (a Hugging Face {task.hf_architecture}).", UserWarning,
             stacklevel=4,
         )
     return rows

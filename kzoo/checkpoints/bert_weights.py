@@ -1,26 +1,10 @@
-"""BERT's weight table: each kzoo variable's name in every checkpoint format
-and how the format lays out its array (`EMBEDDINGS`, `ENCODER_LAYER`,
-`POOLER`, the heads of `TASKS`), read forwards by `kzoo.checkpoints`,
-backwards by `huggingface.save`; and `CheckpointSource`, an opened checkpoint.
-"""
+"""BERT's weight table: each kzoo variable's name in every format and how the format
+lays out its array, read forwards by `kzoo.checkpoints`, backwards by `huggingface.save`;
+and `CheckpointSource`, a checkpoint as a format's reader opens it."""
 
 import dataclasses
 
 import numpy as np
-
-
-def _same(shape):
-    return shape
-
-
-def _merge_heads_out(shape):
-    """(H, A, H/A) -> (H, H): Q/K/V kernels; (A, H/A) -> (H,): their biases."""
-    return shape[:-2] + (shape[-2] * shape[-1],)
-
-
-def _merge_heads_in(shape):
-    """(A, H/A, H) -> (H, H): the attention output kernel."""
-    return (shape[0] * shape[1],) + shape[2:]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +12,7 @@ class Layout:
     """How a format stores a kzoo variable: KerasHub as kzoo; the others as the `matrix_shape`
     matrix (heads merged), transposed in the `transposed_in` formats (`nn.Linear`, `output_weights`)."""
 
-    matrix_shape: object = _same
+    matrix_shape: object = tuple
     transposed_in: frozenset = frozenset()
 
     def source_shape(self, shape, format):
@@ -51,9 +35,9 @@ class Layout:
 TORCH = frozenset({"huggingface"})
 VECTOR = Layout()  # embeddings, biases, LayerNorm gamma/beta: stored alike everywhere
 KERNEL = Layout(transposed_in=TORCH)  # a Dense kernel (in, out); nn.Linear stores (out, in)
-HEADS_KERNEL = Layout(_merge_heads_out, TORCH)  # Q/K/V kernels (H, A, H/A)
-HEADS_BIAS = Layout(_merge_heads_out)  # Q/K/V biases (A, H/A)
-HEADS_OUTPUT = Layout(_merge_heads_in, TORCH)  # attention output kernel (A, H/A, H)
+HEADS_KERNEL = Layout(lambda shape: shape[:-2] + (shape[-2] * shape[-1],), TORCH)  # Q/K/V (H, A, H/A) -> (H, H)
+HEADS_BIAS = Layout(HEADS_KERNEL.matrix_shape)  # Q/K/V biases (A, H/A) -> (H,)
+HEADS_OUTPUT = Layout(lambda shape: (shape[0] * shape[1],) + shape[2:], TORCH)  # attention output (A, H/A, H) -> (H, H)
 OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # heads' `output_weights` (out, in)
 
 

@@ -1,10 +1,6 @@
-"""Original google-research/bert releases (a directory such as
-`uncased_L-12_H-768_A-12/`, or its .zip): `bert_config.json`,
-`bert_model.ckpt.*` (TF1 variables, read with TensorFlow) and `vocab.txt`;
-fine-tuned `model.ckpt-N` add `output_weights` or `cls/squad/output_weights`.
-`hidden_act: "gelu"` is the exact erf GELU the released weights were trained
-with; the casing is not in `bert_config.json`, but in the name or `lowercase=`.
-"""
+"""google-research/bert releases (a directory or its .zip: `bert_config.json`,
+`bert_model.ckpt.*` read with TensorFlow, `vocab.txt`); the casing comes from
+the name (`uncased_...`) or `lowercase=`."""
 
 import glob
 import os

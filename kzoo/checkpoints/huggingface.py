@@ -1,10 +1,6 @@
-"""Hugging Face BERT directories, read and written: `config.json`
-(`model_type: "bert"`), `model.safetensors` or `pytorch_model.bin` (read with
-`torch.load(weights_only=True)`), `vocab.txt` and/or `tokenizer.json` with
-`tokenizer_config.json`; `hf://owner/name` handles are fetched with
-`huggingface_hub`. Tensor names are the weight table's, without task classes'
-`bert.` prefix; old `LayerNorm.gamma`/`beta` read as `weight`/`bias`.
-"""
+"""Hugging Face BERT directories read and written (`config.json`, `model.safetensors`
+or `pytorch_model.bin`, `vocab.txt` / `tokenizer.json`), and `hf://owner/name` handles;
+tensor names are the weight table's, less task classes' `bert.` prefix."""
 
 import json
 import os
@@ -69,9 +65,6 @@ def unavailable_error(subject, cache, reason, ways_out):
         f"{subject}, which is not (completely) in {cache} and cannot be downloaded: {reason}. Ways out:\n"
         + ";\n".join(f"  - {way}" for way in ways_out) + "."
     )
-
-
-# === Reading ===
 
 
 def detect(path):
@@ -232,9 +225,6 @@ def _pytorch(path):
         ) from error
     arrays = {_normalized(name): t.float().numpy() for name, t in state.items() if t.is_floating_point()}
     return {name: tuple(array.shape) for name, array in arrays.items()}, arrays.__getitem__
-
-
-# === Writing ===
 
 
 def save(model, path, tokenizer=None, progress=False):

@@ -1,8 +1,6 @@
-"""KerasHub BERT presets (read by KerasHub itself), and `kaggle://<owner>/<model>/
-<framework>/<variation>[/<version>]` handles fetched with kagglehub, offline first:
-a version its cache holds completely (whole, or file by file as KerasHub's
-`from_preset` leaves it) needs no network. KerasHub's NFKC case-folding is not reproduced.
-"""
+"""KerasHub BERT presets (read by KerasHub itself), and `kaggle://` handles fetched with
+kagglehub, offline first: a version its cache holds completely needs no network.
+KerasHub's NFKC case-folding is not reproduced."""
 
 import importlib
 import os
@@ -102,9 +100,6 @@ def _check_class(saved, supported, path):
     name = saved.get("registered_name") or saved.get("class_name")
     if name not in supported:
         raise ValueError(f"{path!r} holds a KerasHub {name!r}; kzoo reads KerasHub's {list(supported)}.")
-
-
-# === kaggle:// handles ===
 
 
 def is_handle(path):

@@ -79,14 +79,11 @@ def write(embedder, directory):
     >>> read(path)
     {'pooling': 'mean', 'normalize': True}
     """
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    if embedder.normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        os.makedirs(os.path.join(directory, "2_Normalize"), exist_ok=True)
-    os.makedirs(os.path.join(directory, "1_Pooling"), exist_ok=True)
+    kinds = {"": "Transformer", "1_Pooling": "Pooling", **({"2_Normalize": "Normalize"} if embedder.normalize else {})}
+    modules = [{"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+               for i, (path, kind) in enumerate(kinds.items())]
+    for path in list(kinds)[1:]:
+        os.makedirs(os.path.join(directory, path), exist_ok=True)
     pooling = {"word_embedding_dimension": embedder.backbone.hidden_dim}
     pooling.update({flag: embedder.pooling == name for flag, name in MODE_FLAGS.items()})
     files = {MODULES_FILE: modules, os.path.join("1_Pooling", "config.json"): pooling,

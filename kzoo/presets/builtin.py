@@ -1,9 +1,6 @@
-"""Built-in presets: `presets/<family>/<name>.json` (installed as
-`kzoo/_presets`) with `name`, `family`, `class_name`, `description`, `paper`,
-`parameters`, `config` (the arguments of `class_name`), optionally `tokenizer`
-and `weights` (`kzoo.presets.released`); without `weights`, architecture only.
-Every check comes before anything is fetched or built.
-"""
+"""Built-in presets: `presets/<family>/<name>.json` (installed as `kzoo/_presets`), the
+arguments of their `class_name` and, if released, their `weights`; every check comes
+before anything is fetched or built."""
 
 import difflib
 import functools
@@ -181,9 +178,7 @@ def load_name(cls, name, /, load_weights=True, **kwargs):
             f"Preset {name!r} is architecture only: no released weights, so this {cls.__name__} "
             "starts from random weights. Train it, or load trained weights from a preset directory "
             "or checkpoint; from_preset(..., load_weights=False) asks for random weights without "
-            "this warning.",
-            UserWarning,
-            stacklevel=4,
+            "this warning.", UserWarning, stacklevel=4,
         )
     if not is_task:  # a `cls` named `expected`, its overrides checked above
         return cls(**{**preset["config"], **kwargs})

