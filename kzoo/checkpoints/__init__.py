@@ -1,9 +1,7 @@
-"""BERT checkpoints of other formats read into kzoo objects (Hugging Face ones
-also written): `google` (google-research releases), `huggingface` (and
-`hf://` handles), `keras_hub` (and `kaggle://` handles). Each module opens its
-format as a `bert_weights.CheckpointSource`; `load` builds the kzoo object
-asked for and fills it through the weight table. No model is imported here:
-the classes are Keras's registered `kzoo>...` objects.
+"""BERT checkpoints of other formats read into kzoo objects (Hugging Face ones also written):
+`google` releases, `huggingface` directories and `hf://` handles, `keras_hub` presets and
+`kaggle://` handles, each opened as a `bert_weights.CheckpointSource` that `load` reads into the
+kzoo class asked for (Keras's registered `kzoo>...` class: this package imports no model).
 """
 
 import inspect
@@ -36,9 +34,8 @@ def open_source(path, format=None):
 
     Example:
 
-    >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import tempfile, kzoo
+    >>> kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...              intermediate_dim=16).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> open_source(path).shapes["embeddings.word_embeddings.weight"]
     (50, 8)
@@ -65,11 +62,10 @@ def load(cls, path, /, progress=False, **kwargs):
 
     Example:
 
-    >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import tempfile, kzoo
+    >>> kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...              intermediate_dim=16).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
-    >>> load(BertBackbone, path).vocabulary_size
+    >>> load(kzoo.BertBackbone, path).vocabulary_size
     50
     """
     return load_from_source(cls, open_source(path), progress, **kwargs)
@@ -80,9 +76,8 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
 
     Example:
 
-    >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import tempfile, kzoo
+    >>> kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...              intermediate_dim=16).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> source = open_source(path, "huggingface")
     >>> load_from_source(source_class(source), source).num_layers
@@ -135,9 +130,8 @@ def source_class(source):
 
     Example:
 
-    >>> import tempfile
-    >>> from kzoo import BertBackbone, BertMaskedLM
-    >>> BertMaskedLM(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import tempfile, kzoo
+    >>> kzoo.BertMaskedLM(kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...     intermediate_dim=16)).save_to_preset(path := tempfile.mkdtemp(), format="huggingface")
     >>> source_class(open_source(path)).__name__
     'BertMaskedLM'
@@ -169,7 +163,7 @@ def assign_weights(model, rows, source, progress=False):
     variables = {variable.path: variable for variable in model.weights}
     plan, problems = [], []
     for row in rows:
-        variable, name = variables[row.kzoo], row.name(source.format)
+        variable, name = variables[row.kzoo], getattr(row, source.format)
         expected = row.layout.source_shape(tuple(variable.shape), source.format)
         found = source.shapes.get(name)
         if found is None:

@@ -43,16 +43,14 @@ OUTPUT_WEIGHTS = Layout(transposed_in=frozenset({"huggingface", "google"}))  # h
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One tensor: its kzoo path and its name in each format (None: not there); `{i}` is the layer."""
+    """One tensor: its kzoo path and its name in each format, an attribute named after it (None: not
+    there); `{i}` is the encoder layer."""
 
     kzoo: str
     huggingface: str
     google: str
     keras_hub: str
     layout: Layout
-
-    def name(self, format):
-        return getattr(self, format)
 
 
 DENSE = {"kernel": KERNEL, "bias": VECTOR}
@@ -221,7 +219,7 @@ class CheckpointSource:
 
     def has_head(self, head):
         """Whether it holds `head`'s first tensor, written by the right Hugging Face class."""
-        name = head.rows[0].name(self.format)
+        name = getattr(head.rows[0], self.format)
         written_by = self.format != "huggingface" or head.hf_architecture is None or (
             head.hf_architecture in self.architectures
         )

@@ -73,9 +73,8 @@ def write(embedder, directory):
 
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertTextEmbedder
-    >>> write(BertTextEmbedder.from_preset("bert_tiny", load_weights=False), path := tempfile.mkdtemp())
+    >>> import os, tempfile, kzoo
+    >>> write(kzoo.BertTextEmbedder.from_preset("bert_tiny", load_weights=False), path := tempfile.mkdtemp())
     >>> read(path)
     {'pooling': 'mean', 'normalize': True}
     """

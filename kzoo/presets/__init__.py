@@ -1,8 +1,6 @@
-"""Presets behind every class's `from_preset` (`load`) and `save_to_preset`
-(`save_backbone`, `save_task`, `save_preprocessor`, `save_tokenizer`): the
-built-in names (`builtin`, their weights in `released`), kzoo preset
-directories (`directory`) and the formats of `kzoo.checkpoints`. This package
-imports no model: classes come from the caller or Keras's registered objects.
+"""Presets behind every class's `from_preset` (`load`) and `save_to_preset` (`save_backbone`, ...):
+built-in names (`builtin`, their weights in `released`), kzoo preset directories (`directory`) and
+the formats of `kzoo.checkpoints`. No model is imported: classes come from the caller or Keras.
 """
 
 import os
@@ -74,9 +72,8 @@ def save(obj, path, format="kzoo"):
 
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone
-    >>> save(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import os, tempfile, kzoo
+    >>> save(kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...                   intermediate_dim=16), path := tempfile.mkdtemp(), format="huggingface")
     >>> sorted(os.listdir(path))
     ['config.json', 'model.safetensors']
@@ -94,9 +91,8 @@ def save_backbone(backbone, path, format="kzoo"):
 
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone
-    >>> save_backbone(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import os, tempfile, kzoo
+    >>> save_backbone(kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...                            intermediate_dim=16), path := tempfile.mkdtemp())
     >>> sorted(os.listdir(path))
     ['config.json', 'metadata.json', 'model.weights.h5']
@@ -109,9 +105,8 @@ def save_task(task, path, format="kzoo"):
 
     Example:
 
-    >>> import tempfile
-    >>> from kzoo import BertBackbone
-    >>> save_task(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import tempfile, kzoo
+    >>> save_task(kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...                        intermediate_dim=16), tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
@@ -125,10 +120,9 @@ def save_preprocessor(preprocessor, path, format="kzoo"):
 
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertPreprocessor, BertTokenizer
-    >>> tokenizer = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
-    >>> save_preprocessor(BertPreprocessor(tokenizer, sequence_length=8), path := tempfile.mkdtemp())
+    >>> import os, tempfile, kzoo
+    >>> tokenizer = kzoo.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"])
+    >>> save_preprocessor(kzoo.BertPreprocessor(tokenizer, sequence_length=8), path := tempfile.mkdtemp())
     >>> sorted(os.listdir(path))
     ['assets', 'metadata.json', 'preprocessor.json', 'tokenizer.json']
     """
@@ -140,9 +134,8 @@ def save_tokenizer(tokenizer, path, format="kzoo"):
 
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertTokenizer
-    >>> save_tokenizer(BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi"]), path := tempfile.mkdtemp())
+    >>> import os, tempfile, kzoo
+    >>> save_tokenizer(kzoo.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]), path := tempfile.mkdtemp())
     >>> os.listdir(os.path.join(path, "assets", "tokenizer"))
     ['vocabulary.txt']
     """
@@ -167,7 +160,8 @@ def _save_as(role, obj, path, format):
 
 def convert(source, destination, format="kzoo", progress=True):
     """Converts a BERT checkpoint `from_preset` reads, heads and tokenizer included, into a kzoo
-    preset or Hugging Face directory, written atomically (what `kzoo convert` runs).
+    preset or Hugging Face directory, written atomically (what `kzoo convert` runs); returns the
+    kzoo model it went through.
 
     Args:
         source: str or os.PathLike. A checkpoint directory, .zip or handle.
@@ -175,14 +169,10 @@ def convert(source, destination, format="kzoo", progress=True):
         format: str. "kzoo" or "huggingface". Defaults to `"kzoo"`.
         progress: bool. Show progress bars over the tensors. Defaults to `True`.
 
-    Returns:
-        The kzoo model the conversion went through.
-
     Example:
 
-    >>> import os, tempfile
-    >>> from kzoo import BertBackbone, BertPretrainer
-    >>> BertPretrainer(BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+    >>> import os, tempfile, kzoo
+    >>> kzoo.BertPretrainer(kzoo.BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
     ...     intermediate_dim=16)).save_to_preset(source := tempfile.mkdtemp())
     >>> type(convert(source, exported := tempfile.mkdtemp(), format="huggingface", progress=False)).__name__
     'BertPretrainer'

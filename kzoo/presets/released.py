@@ -16,7 +16,6 @@ from kzoo.checkpoints.huggingface import HF_FILES, unavailable_error
 # The fields each source's "weights" entry must have.
 SOURCE_FIELDS = {"huggingface": ("repository", "license"), "package": ("package", "archive", "extra", "license")}
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-HF_VOCABULARIES = ("vocab.txt", "tokenizer.json")
 
 
 def check_weights_field(name, weights):
@@ -103,7 +102,7 @@ def _huggingface(name, preset, local_only):
 
 def _missing_files(directory):
     """What a BERT directory lacks: its config, weights or vocabulary."""
-    wanted = {"config.json": ("config.json",), "weights file": HF_WEIGHTS, "vocabulary": HF_VOCABULARIES}
+    wanted = {"config.json": ["config.json"], "weights file": HF_WEIGHTS, "vocabulary": ["vocab.txt", "tokenizer.json"]}
     return [what for what, names in wanted.items()
             if not any(os.path.isfile(os.path.join(directory, n)) for n in names)]
 
