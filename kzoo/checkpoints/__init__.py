@@ -136,10 +136,8 @@ def source_class(source):
     >>> source_class(open_source(path)).__name__
     'BertMaskedLM'
     """
-    return _registered(next(
-        (name for name, task in TASKS.items() if task.heads and all(map(source.has_head, task.heads))),
-        "BertBackbone",
-    ))
+    held = (name for name, task in TASKS.items() if task.heads and all(map(source.has_head, task.heads)))
+    return _registered(next(held, "BertBackbone"))
 
 
 def assign_weights(model, rows, source, progress=False):

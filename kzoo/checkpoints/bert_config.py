@@ -4,10 +4,8 @@ each field checked here so that an error names it as the file writes it."""
 
 # Hugging Face `hidden_act` -> kzoo activation: "gelu" is the exact erf GELU,
 # "gelu_new", "gelu_fast" and "gelu_pytorch_tanh" the tanh approximation.
-ACTIVATIONS = {
-    "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
-    "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu",
-}
+ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "relu": "relu",
+               **dict.fromkeys(("gelu_new", "gelu_fast", "gelu_pytorch_tanh"), "gelu_approximate")}
 EXPORTED_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu"}
 # `BertConfig` field -> (kzoo.BertBackbone argument, transformers' default (None:
 # required), the smallest int allowed (None: a float)).

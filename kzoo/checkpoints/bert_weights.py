@@ -177,14 +177,9 @@ def encoder_rows(num_layers):
     >>> len(rows), rows[-1].huggingface
     (37, 'encoder.layer.1.output.LayerNorm.bias')
     """
-    layers = tuple(
-        dataclasses.replace(row, **{
-            field: getattr(row, field).format(i=i) for field in ("kzoo", "huggingface", "google", "keras_hub")
-        })
-        for i in range(num_layers)
-        for row in ENCODER_LAYER
-    )
-    return EMBEDDINGS + layers
+    names = ("kzoo", "huggingface", "google", "keras_hub")
+    return EMBEDDINGS + tuple(dataclasses.replace(row, **{f: getattr(row, f).format(i=i) for f in names})
+                              for i in range(num_layers) for row in ENCODER_LAYER)
 
 
 def task_for(cls):
@@ -220,7 +215,5 @@ class CheckpointSource:
     def has_head(self, head):
         """Whether it holds `head`'s first tensor, written by the right Hugging Face class."""
         name = getattr(head.rows[0], self.format)
-        written_by = self.format != "huggingface" or head.hf_architecture is None or (
-            head.hf_architecture in self.architectures
-        )
+        written_by = self.format != "huggingface" or head.hf_architecture in (None, *self.architectures)
         return name is not None and name in self.shapes and written_by

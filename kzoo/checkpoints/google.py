@@ -35,16 +35,14 @@ def open_checkpoint(path):
     # LayerNorm epsilon is fixed in google-research's modeling.py; 16 segment types by default.
     config = {"type_vocab_size": 16, **read_json(os.path.join(directory, CONFIG_FILE)), "model_type": "bert",
               "layer_norm_eps": 1e-12}
-    shapes, read = _checkpoint(_checkpoint_prefix(directory))
+    shapes, read = _checkpoint(directory)
     vocabulary = os.path.join(directory, VOCABULARY_FILE)
     return CheckpointSource(
-        format="google",
-        location=location,
+        format="google", location=location,
         backbone_config=backbone_config(config, os.path.join(location, CONFIG_FILE)),
         tokenizer_config={"vocabulary": vocabulary, "lowercase": _lowercase_from_name(location)}
         if os.path.isfile(vocabulary) else None,
-        shapes=shapes,
-        read=read,
+        shapes=shapes, read=read,
         head_config={"num_classes": shapes["output_bias"][0]} if "output_bias" in shapes else {},
         keep_alive=keep_alive,
     )
@@ -73,26 +71,21 @@ def _unzip(path, target):
     return os.path.dirname(found[0])
 
 
-def _checkpoint_prefix(directory):
-    """bert_model.ckpt, else the `checkpoint` file's latest, else the only *.index."""
+def _checkpoint(directory):
+    """(shapes, read) of bert_model.ckpt, else the `checkpoint` file's latest, else the only *.index,
+    every data shard checked to be there."""
     import tensorflow as tf  # noqa: PLC0415 (only these checkpoints need it)
 
-    if os.path.isfile(os.path.join(directory, CHECKPOINT_PREFIX + ".index")):
-        return os.path.join(directory, CHECKPOINT_PREFIX)
-    latest = tf.train.latest_checkpoint(directory)
-    if latest:
-        return latest
-    indexes = glob.glob(os.path.join(directory, "*.index"))
-    if len(indexes) != 1:
-        raise ValueError(
-            f"{directory!r} has {len(indexes)} TensorFlow checkpoints (*.index files) and no "
-            f"{CHECKPOINT_PREFIX}.index: keep only the one to load, or add a `checkpoint` file."
-        )
-    return indexes[0][: -len(".index")]
-
-
-def _checkpoint(prefix):
-    """(shapes, read) through `tf.train.load_checkpoint`, after checking every data shard is there."""
+    prefix = os.path.join(directory, CHECKPOINT_PREFIX)
+    prefix = prefix if os.path.isfile(prefix + ".index") else tf.train.latest_checkpoint(directory)
+    if not prefix:
+        indexes = glob.glob(os.path.join(directory, "*.index"))
+        if len(indexes) != 1:
+            raise ValueError(
+                f"{directory!r} has {len(indexes)} TensorFlow checkpoints (*.index files) and no "
+                f"{CHECKPOINT_PREFIX}.index: keep only the one to load, or add a `checkpoint` file."
+            )
+        prefix = indexes[0][: -len(".index")]
     shards = glob.glob(glob.escape(prefix) + ".data-*-of-*")
     expected = {int(re.search(r"-of-(\d+)$", shard).group(1)) for shard in shards}
     count = expected.pop() if len(expected) == 1 else None
@@ -107,8 +100,6 @@ def _checkpoint(prefix):
             "Copy every bert_model.ckpt.* file (index and data) again."
         )
     damaged = f"The checkpoint {prefix!r} is truncated or corrupt"
-    import tensorflow as tf  # noqa: PLC0415
-
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:

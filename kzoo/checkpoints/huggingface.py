@@ -106,12 +106,10 @@ def open_checkpoint(path):
     config = read_json(config_path) if os.path.isfile(config_path) else None
     shapes, read = ({}, None) if config is None else _weights(directory)
     return CheckpointSource(
-        format="huggingface",
-        location=str(path),
+        format="huggingface", location=str(path),
         backbone_config=None if config is None else backbone_config(config, config_path),
         tokenizer_config=tokenizer_config(directory),
-        shapes=shapes,
-        read=read,
+        shapes=shapes, read=read,
         architectures=tuple((config or {}).get("architectures") or ()),
         head_config={**_head_config(config or {}), **sentence_transformers.read(directory)},
     )
@@ -143,12 +141,9 @@ def tokenizer_config(directory):
         vocabulary = sorted(pieces, key=pieces.get)
         if [pieces[token] for token in vocabulary] != list(range(len(vocabulary))):
             raise ValueError(f"{fast_path!r} has a vocabulary with gaps or repeated ids. Copy it again.")
-    return {
-        "vocabulary": vocabulary,
-        "lowercase": settings.get("do_lower_case", normalizer.get("lowercase", True)),
-        "strip_accents": settings.get("strip_accents", normalizer.get("strip_accents")),
-        "unknown_token": settings.get("unk_token", "[UNK]"),
-    }
+    return {"vocabulary": vocabulary, "lowercase": settings.get("do_lower_case", normalizer.get("lowercase", True)),
+            "strip_accents": settings.get("strip_accents", normalizer.get("strip_accents")),
+            "unknown_token": settings.get("unk_token", "[UNK]")}
 
 
 def _normalized(name):
@@ -159,10 +154,9 @@ def _normalized(name):
 
 def _weights(directory):
     """(shapes, read) for model.safetensors or else pytorch_model.bin."""
-    if os.path.isfile(os.path.join(directory, SAFETENSORS_FILE)):
-        return _safetensors(os.path.join(directory, SAFETENSORS_FILE))
-    if os.path.isfile(os.path.join(directory, PYTORCH_FILE)):
-        return _pytorch(os.path.join(directory, PYTORCH_FILE))
+    for name, reader in ((SAFETENSORS_FILE, _safetensors), (PYTORCH_FILE, _pytorch)):
+        if os.path.isfile(os.path.join(directory, name)):
+            return reader(os.path.join(directory, name))
     raise ValueError(
         f"{directory!r} has a config.json but no weights: kzoo reads {SAFETENSORS_FILE} or "
         f"{PYTORCH_FILE} (sharded checkpoints are not supported). Download the weights file too."
@@ -244,9 +238,8 @@ def save(model, path, tokenizer=None, progress=False):
         )
     name, task = found
     backbone = model if name == "BertBackbone" else model.backbone
-    tokenizer = tokenizer or getattr(model, "tokenizer", None) or getattr(
-        getattr(model, "preprocessor", None), "tokenizer", None
-    )
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = tokenizer or getattr(model, "tokenizer", None) or getattr(preprocessor, "tokenizer", None)
     variables = {variable.path: variable for variable in model.weights}
     prefix = "" if name == "BertBackbone" else "bert."  # Hugging Face's base_model_prefix
     # Hugging Face's BertModel has the pooler even where no loss of the task reaches it (an embedder).

@@ -44,14 +44,12 @@ def open_checkpoint(path):
     config = read_json(config_path) if os.path.isfile(config_path) else None
     arrays = {} if config is None else _weights(directory, config, config_path)
     return CheckpointSource(
-        format="keras_hub",
-        location=path if is_handle(path) else directory,
+        format="keras_hub", location=path if is_handle(path) else directory,
         backbone_config=None if config is None else {  # KerasHub's BERT: the tanh GELU, epsilon 1e-12
             **{field: config["config"][field] for field in BACKBONE_FIELDS},
             "activation": "gelu_approximate", "layer_norm_epsilon": 1e-12},
         tokenizer_config=tokenizer_config(directory),
-        shapes={name: tuple(array.shape) for name, array in arrays.items()},
-        read=arrays.__getitem__,
+        shapes={name: tuple(array.shape) for name, array in arrays.items()}, read=arrays.__getitem__,
     )
 
 
@@ -66,13 +64,9 @@ def tokenizer_config(directory):
     vocabulary = config.get("vocabulary")
     if not isinstance(vocabulary, list):
         vocabulary = os.path.join(directory, VOCABULARY_ASSET)
-    return {
-        "vocabulary": vocabulary,
-        "lowercase": config.get("lowercase", False),
-        "strip_accents": config.get("strip_accents", False),
-        "unknown_token": config.get("oov_token", "[UNK]"),
-        "suffix_indicator": config.get("suffix_indicator", "##"),
-    }
+    return {"vocabulary": vocabulary, "lowercase": config.get("lowercase", False),
+            "strip_accents": config.get("strip_accents", False), "unknown_token": config.get("oov_token", "[UNK]"),
+            "suffix_indicator": config.get("suffix_indicator", "##")}
 
 
 def _weights(directory, config, config_path):
@@ -85,7 +79,6 @@ def _weights(directory, config, config_path):
             f"{directory!r} is a KerasHub preset, which kzoo reads with KerasHub itself: "
             'pip install "kzoo[keras-hub]" (or pip install keras-hub).'
         ) from error
-
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)
     except Exception as error:  # KerasHub reports damaged files in many ways

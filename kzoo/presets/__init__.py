@@ -198,7 +198,6 @@ def convert(source, destination, format="kzoo", progress=True):
     return model
 
 
-__all__ = [
-    "PresetInfo", "cache_directory", "convert", "detect_format", "get_preset", "list_presets", "load",
-    "print_presets", "save", "save_backbone", "save_preprocessor", "save_task", "save_tokenizer", "saved_task_config",
-]
+__all__ = ["PresetInfo", "cache_directory", "convert", "detect_format", "get_preset", "list_presets", "load",
+           "print_presets", "save", "save_backbone", "save_preprocessor", "save_task", "save_tokenizer",
+           "saved_task_config"]

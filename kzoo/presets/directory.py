@@ -323,13 +323,9 @@ def _check_directory(path, saving_task):
 
 def _write_metadata(directory):
     """metadata.json: KerasHub's fields, kzoo's version, the backend and every part's class."""
-    metadata = {
-        "kzoo_version": __version__,
-        "keras_version": keras.version(),
-        "backend": keras.backend.backend(),
-        "date_saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "classes": {role: config["class_name"] for role, config in _open(directory)[1].items()},
-    }
+    metadata = {"kzoo_version": __version__, "keras_version": keras.version(), "backend": keras.backend.backend(),
+                "date_saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "classes": {role: config["class_name"] for role, config in _open(directory)[1].items()}}
     for role, name in WEIGHTS_FILES.items():
         if os.path.isfile(os.path.join(directory, name)):
             count = sum(math.prod(shape) for shape in weight_shapes(os.path.join(directory, name)).values())
