@@ -10,7 +10,7 @@ import warnings
 import keras
 from tqdm.auto import tqdm
 
-from kzoo.checkpoints import google, huggingface, keras_hub
+from kzoo.checkpoints import bert_weights, google, huggingface, keras_hub
 from kzoo.checkpoints.bert_weights import POOLER, TASKS, Head, encoder_rows, task_for
 
 # Detected in this order: a directory with bert_config.json and config.json is google-research's.
@@ -86,7 +86,7 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
     if any(c.__name__ == "BertTokenizer" for c in cls.__mro__):
         return tokenizer_from(source, kwargs)
     task = task_for(cls)
-    if task is None and takes_argument(cls, "tokenizer"):  # a preprocessor
+    if task is None and bert_weights.takes_argument(cls, "tokenizer"):  # a preprocessor
         default = inspect.signature(cls.__init__).parameters["sequence_length"].default
         length = min(default, (source.backbone_config or {}).get("max_sequence_length", default))
         return cls(tokenizer_from(source, {}), **{"sequence_length": length, **kwargs})
@@ -104,23 +104,23 @@ def load_from_source(cls, source, /, progress=False, **kwargs):
     if name == "BertBackbone":
         model = backbone = cls(**{**source.backbone_config, **kwargs})
     else:
-        backbone = _registered("BertBackbone")(**source.backbone_config, **pop_backbone_kwargs(kwargs))
+        backbone = _registered("BertBackbone")(**source.backbone_config, **bert_weights.pop_backbone_kwargs(kwargs))
         if not task.heads or any(source.has_head(head) for head in task.heads):
             kwargs = {**_head_arguments(cls, source.head_config, kwargs), **kwargs}
-        if takes_argument(cls, "pooling") and source.head_config.get("unsupported"):
+        if bert_weights.takes_argument(cls, "pooling") and source.head_config.get("unsupported"):
             raise ValueError(
                 f"{source.location!r} is a sentence-transformers model with "
                 f"{', '.join(source.head_config['unsupported'])}, which kzoo's {cls.__name__} does not "
                 "build (it pools the token states, then normalises). Load its encoder with "
                 "kzoo.BertBackbone.from_preset and add the rest yourself."
             )
-        part = tokenizer_argument(cls)
+        part = bert_weights.tokenizer_argument(cls)
         if part and part not in kwargs and source.tokenizer_config is not None:
             kwargs[part] = tokenizer_from(source, {})
         model = cls(backbone=backbone, **kwargs)
     assign_weights(model, _rows_to_load(name, task, backbone, source), source, progress)
     length = source.head_config.get("sequence_length")  # sentence-transformers' max_seq_length
-    if length and takes_argument(cls, "pooling") and getattr(model, "preprocessor", None) is not None:
+    if length and bert_weights.takes_argument(cls, "pooling") and getattr(model, "preprocessor", None) is not None:
         model.set_sequence_length(min(length, backbone.max_sequence_length))
     return model
 
@@ -216,24 +216,9 @@ def _registered(name):
     return keras.saving.get_registered_object(f"kzoo>{name}")
 
 
-def takes_argument(cls, name):
-    """Whether `cls(...)` takes `name`: a class taking a `backbone` is a task."""
-    return name in inspect.signature(cls.__init__).parameters
-
-
-def tokenizer_argument(cls):
-    """The argument `cls` takes its tokenizer by: "preprocessor", "tokenizer" or None."""
-    return next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
-
-
-def pop_backbone_kwargs(kwargs):
-    """Removes and returns the task arguments that go to its backbone: `dtype`, as in KerasHub."""
-    return {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
-
-
 def _head_arguments(cls, fixed, kwargs):
     """The source's head arguments `cls` takes, less those `kwargs` replace (label names, or `num_classes`)."""
-    fixed = {k: v for k, v in fixed.items() if takes_argument(cls, k)}
+    fixed = {k: v for k, v in fixed.items() if bert_weights.takes_argument(cls, k)}
     renamed = any(k in kwargs for k in LABEL_ARGUMENTS)
     if renamed or kwargs.get("num_classes", fixed.get("num_classes")) != fixed.get("num_classes"):
         dropped = LABEL_ARGUMENTS + (("num_classes",) if renamed else ())

@@ -1,8 +1,9 @@
 """BERT's weight table: each kzoo variable's name in every format and how the format
 lays out its array, read forwards by `kzoo.checkpoints`, backwards by `huggingface.save`;
-and `CheckpointSource`, a checkpoint as a format's reader opens it."""
+`CheckpointSource`, a checkpoint as a format's reader opens it; and what kzoo classes take (`takes_argument`)."""
 
 import dataclasses
+import inspect
 
 import numpy as np
 
@@ -192,6 +193,21 @@ def task_for(cls):
     'BertForSequenceClassification'
     """
     return next(((c.__name__, TASKS[c.__name__]) for c in cls.__mro__ if c.__name__ in TASKS), None)
+
+
+def takes_argument(cls, name):
+    """Whether `cls(...)` takes `name`: a class taking a `backbone` is a task."""
+    return name in inspect.signature(cls.__init__).parameters
+
+
+def tokenizer_argument(cls):
+    """The argument `cls` takes its tokenizer by: "preprocessor", "tokenizer" or None."""
+    return next((p for p in ("preprocessor", "tokenizer") if takes_argument(cls, p)), None)
+
+
+def pop_backbone_kwargs(kwargs):
+    """Removes and returns the task arguments that go to its backbone: `dtype`, as in KerasHub."""
+    return {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
 
 
 @dataclasses.dataclass

@@ -87,7 +87,6 @@ def _download(handle):
             f"{handle!r} names no repository: write hf://owner/name, e.g. hf://google-bert/bert-base-uncased."
         )
     import huggingface_hub  # noqa: PLC0415 (imported when a handle needs it)
-
     try:
         return huggingface_hub.snapshot_download(repository, allow_patterns=list(DOWNLOADED))
     except Exception as error:  # offline, unknown repository, gated model, ...

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import keras
 
 from kzoo import checkpoints
-from kzoo.checkpoints import pop_backbone_kwargs, takes_argument, tokenizer_argument
+from kzoo.checkpoints.bert_weights import pop_backbone_kwargs, takes_argument, tokenizer_argument
 from kzoo.presets.directory import override_config
 from kzoo.presets.released import check_weights_field, describe_weights, weights_directory
 

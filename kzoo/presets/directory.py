@@ -16,7 +16,7 @@ import h5py
 import keras
 
 from kzoo import atomic
-from kzoo.checkpoints import pop_backbone_kwargs, takes_argument, tokenizer_argument
+from kzoo.checkpoints.bert_weights import pop_backbone_kwargs, takes_argument, tokenizer_argument
 from kzoo.checkpoints.huggingface import local_path
 from kzoo.layers import lora
 from kzoo.layers.dropout import SEED_STATE

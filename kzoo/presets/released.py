@@ -109,7 +109,6 @@ def _missing_files(directory):
 
 def _unavailable(name, preset, reason, local_only=False):
     from huggingface_hub import constants  # noqa: PLC0415
-
     repository, cache = preset["weights"]["repository"], constants.HF_HUB_CACHE
     command = f"import kzoo; kzoo.{preset['class_name']}.from_preset('{name}')"
     ways_out = [
