@@ -1,16 +1,11 @@
 """Backend-specific code, in one marked place: one module per engine
-(`tensorflow`, `jax`, `torch`), whose heavy imports happen only when that
-engine runs, and the functions here that pick one, with the input checks
-that read values (the last section). Model and layer code is
-plain `keras.ops`. Each mechanism that is not an adapter Keras needs
-(`set_torch_threads`, `auto_jit_compile`, `multi_tensor_base`,
-`inference_function`, `build_optimizer_before_fit`, `checked_upstream`,
-`dropout_uniform`, `dense_gradient`, `without_retracing_warning`) says in its
-first sentence what it buys, as measured (2 CPU cores, AMD EPYC unless named;
-the documentation's benchmarks page).
-`import kzoo` changes no process state (file descriptors, `gc`, environment
-variables, TensorFlow's or JAX's configuration) but torch's intra-op thread
-count on the torch backend (`set_torch_threads`).
+(`tensorflow`, `jax`, `torch`; JAX and torch imported only when that engine
+runs, TensorFlow always, as it runs kzoo's data path), the functions here
+that pick one, and the input checks that read values (the last section).
+Model and layer code is plain `keras.ops`. What each fast path buys is
+measured on the documentation's benchmarks page. `import kzoo` changes no
+process state but torch's intra-op thread count on the torch backend
+(`set_torch_threads`).
 
 Private APIs and internal behaviour used (checked with keras 3.15.1,
 tensorflow 2.21.0, jax 0.10.2, torch 2.13.0)
@@ -18,20 +13,18 @@ tensorflow 2.21.0, jax 0.10.2, torch 2.13.0)
 Each is checked by tests/backend/test_private_apis.py, which fails loudly
 when one disappears (a silently unused override would only be slower).
 
-- Keras `Trainer._resolve_auto_jit_compile` (overridden by kzoo's `BaseModel`
-  to answer `auto_jit_compile`), `Model._distribute_strategy`
-  (also read by `build_optimizer_before_fit`: Keras' TensorFlow trainer builds the
-  optimizer inside the first traced step only without a strategy),
-  `Layer._flatten_layers`, `Trainer._compute_loss` (overridden by `CountsTokens`,
-  through which every backend's train and test steps compute the loss: gradient
-  accumulation's normalisers are taken out of the sample weights there,
-  `kzoo.models.accumulation`) (keras 3.15.1).
+- Keras `Trainer._resolve_auto_jit_compile` (overridden by `BaseModel` to
+  answer `auto_jit_compile`), `Model._distribute_strategy` (also read by
+  `build_optimizer_before_fit`: Keras' TensorFlow trainer builds the optimizer
+  inside the first traced step only without a strategy), `Layer._flatten_layers`,
+  `Trainer._compute_loss` (overridden by `CountsTokens`: every backend's train
+  and test steps compute the loss there, `kzoo.models.accumulation`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,
   `_velocities` (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - Keras' `evaluate(..., _use_cached_eval_dataset=True)`, `fit`'s call for its
   validation pass, which reads the cached validation iterator and ignores `x`:
-  kzoo's `BaseModel.evaluate` then passes it through unprepared (keras 3.15.1).
+  `BaseModel.evaluate` passes it through unprepared (keras 3.15.1).
 - Keras' TensorFlow optimizers' `_distribution_strategy` (`num_replicas_in_sync`), read by
   `kzoo.BertAdamW` to sum replicas' gradients before clipping where there are several (keras 3.15.1).
 - Keras `Optimizer._learning_rate` (the schedule an optimizer was built with), read by
@@ -54,21 +47,18 @@ import os
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from kzoo.backend import jax, tensorflow, torch
 from kzoo.backend.limits import VOCABULARY_ADVICE, IdsLimit, LengthLimit, ids_error, ids_message, length_message
 
 
 def set_torch_threads():
-    """Buys torch steps that do not collapse when kzoo's `tf.data` threads
-    or another process share the cores (two threads ran MiniLM fine-tuning
-    0.51x as fast as one beside a busy core, 2026-11-27): on the torch backend,
-    torch's intra-op threads set to one less than the CPUs the process may
-    use (at most torch's default, at least one), unless `OMP_NUM_THREADS` or
-    `MKL_NUM_THREADS` is set. Run once by `import kzoo`, the only process
-    state it changes; `torch.set_num_threads(n)` afterwards sets n. Returns
-    the count, None elsewhere (tests/backend/test_setup.py).
-    """
+    """On the torch backend, torch's intra-op threads set to one less than the CPUs
+    the process may use (at most torch's default, at least one), unless
+    `OMP_NUM_THREADS` or `MKL_NUM_THREADS` is set, so that kzoo's `tf.data`
+    threads or another process sharing the cores do not stall the steps. Run
+    once by `import kzoo`; returns the count, None on other backends."""
     if keras.backend.backend() != "torch":
         return None
     import torch as torch_module  # noqa: PLC0415
@@ -79,25 +69,11 @@ def set_torch_threads():
     return torch_module.get_num_threads()
 
 
-def _backend():
-    return keras.backend.backend()
-
-
 def auto_jit_compile(model, keras_choice):
-    """Buys bert_small training 1.3x faster on TensorFlow's CPU (529 vs 403
-    tokens/s, 2026-11-22): `jit_compile="auto"` is XLA on TensorFlow where
-    Keras could compile (no strategy, every layer `supports_jit`) unless
-    `KZOO_XLA_ON_TENSORFLOW=0`, elsewhere `keras_choice()`, Keras' own.
-
-    Example:
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> xla = _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW") != "0"
-    >>> auto_jit_compile(model, lambda: "Keras' choice") == (True if xla else "Keras' choice")
-    True
-    """
-    if _backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0":
+    """`jit_compile="auto"`: XLA on TensorFlow where Keras could compile (no
+    strategy, every layer `supports_jit`) unless `KZOO_XLA_ON_TENSORFLOW=0`,
+    elsewhere `keras_choice()`, Keras' own."""
+    if keras.backend.backend() == "tensorflow" and os.environ.get("KZOO_XLA_ON_TENSORFLOW", "1") != "0":
         if getattr(model, "_distribute_strategy", None):
             return False
         return all(map(operator.attrgetter("supports_jit"), model._flatten_layers()))
@@ -105,37 +81,16 @@ def auto_jit_compile(model, keras_choice):
 
 
 def multi_tensor_base(optimizer_class):
-    """Buys bert_small's AdamW update on torch in 33 ms instead of 400 (Keras'
-    multi-tensor class) or 830 (a subclass's per-variable update; one thread,
-    2026-11-27): the class to subclass instead of Keras' `Adam` or `AdamW`, on
-    torch with a fused step (`torch.fused_adam_base`), elsewhere the class itself.
-
-    Example:
-
-    >>> import keras
-    >>> issubclass(multi_tensor_base(keras.optimizers.AdamW), keras.optimizers.AdamW)
-    True
-    """
-    return torch.fused_adam_base(optimizer_class) if _backend() == "torch" else optimizer_class
+    """The class to subclass instead of Keras' `Adam` or `AdamW`: on torch with
+    a fused step (`torch.fused_adam_base`), elsewhere the class itself."""
+    return torch.fused_adam_base(optimizer_class) if keras.backend.backend() == "torch" else optimizer_class
 
 
 def inference_function(function):
-    """Buys beam search 16.9 -> 3.5 s on TensorFlow (8 x 32 tokens, XLA) and
-    peak RSS 5.5 -> 1.6 GB on torch (no autograd recording), 2026-11-22;
-    `function` itself on JAX (`jax.jit` of a model method would bake the
-    weights in as constants).
-
-    Example:
-
-    >>> import keras
-    >>> square = inference_function(lambda x: keras.ops.square(x))
-    >>> float(square(keras.ops.convert_to_tensor(3.0)))
-    9.0
-    """
-    backend = _backend()
+    """`function` traced with XLA on TensorFlow, without autograd on torch, as
+    is on JAX (`jax.jit` of a model method would bake the weights in)."""
+    backend = keras.backend.backend()
     if backend == "tensorflow":  # non-tensor arguments are static; variables are read when called
-        import tensorflow as tf  # noqa: PLC0415
-
         return tf.function(function, jit_compile=True, reduce_retracing=True)
     if backend == "torch":
         import torch as torch_module  # noqa: PLC0415
@@ -145,105 +100,55 @@ def inference_function(function):
 
 
 def variable_length_batches(data):
-    """`data`, a `keras.utils.PyDataset` whose batches differ in length
-    (`kzoo.models.batching.LengthBatches`), as Keras can read it: on
-    TensorFlow a `tf.data.Dataset` of `data.signature()` (Keras' adapter takes
-    the first two batches' shapes for all), elsewhere `data` itself.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from kzoo.models.batching import LengthBatches
-    >>> data = LengthBatches({"token_ids": np.ones((3, 4), "int32")}, batch_size=2)
-    >>> len(list(variable_length_batches(data)))
-    2
-    """
-    if _backend() != "tensorflow" or len(data) == 0:
+    """`data` (batches of varying lengths, `LengthBatches`) as Keras reads it: on
+    TensorFlow a `tf.data.Dataset` of unknown lengths (Keras' adapter takes the
+    first batches' shapes for all), elsewhere `data` itself."""
+    if keras.backend.backend() != "tensorflow" or len(data) == 0:
         return data
-    return tensorflow.generator_dataset(data, data.signature())
+    return tensorflow.generator_dataset(data)
 
 
 def dense_gradient(table):
-    """Buys TensorFlow the Adam update JAX and torch make (1.3e-2 apart after
-    one epoch of a tiny embedding model, 2026-11-27): `table` (an embedding
-    table looked up in training) times one, so that its gradient is dense, not
-    `tf.IndexedSlices` that Keras applies to the looked-up rows only (lazy
-    Adam). Elsewhere `table` itself.
-
-    Example:
-
-    >>> import numpy as np
-    >>> dense_gradient(np.ones((2, 3), "float32")).shape
-    (2, 3)
-    """
-    return table * 1.0 if _backend() == "tensorflow" else table
+    """`table` times one on TensorFlow, so that its gradient is dense, not
+    `tf.IndexedSlices` (lazy Adam): the update JAX and torch make. Elsewhere `table`."""
+    return table * 1.0 if keras.backend.backend() == "tensorflow" else table
 
 
 def build_optimizer_before_fit(model):
-    """Buys a tiny classifier's first TensorFlow `fit` 11.4 -> 4.6 s
-    (2026-11-25): `model.optimizer` built before `fit`, not inside the first
-    traced step (which TensorFlow then traces twice), as on JAX and torch.
-
-    Example:
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> model.compile(optimizer="adam", loss="mse")
-    >>> build_optimizer_before_fit(model)
-    """
+    """`model.optimizer` built before `fit` on TensorFlow, not inside the first
+    traced step (which TensorFlow then traces twice), as on JAX and torch."""
     optimizer = getattr(model, "optimizer", None)
-    if _backend() != "tensorflow" or optimizer is None or optimizer.built or not model.built:
+    if keras.backend.backend() != "tensorflow" or optimizer is None or optimizer.built or not model.built:
         return
     if not getattr(model, "_distribute_strategy", None):
         optimizer.build(model.trainable_weights)
 
 
 def without_retracing_warning(function):
-    """Buys several models in one process without TensorFlow's warning that
-    its traced functions retrace too often (it counts every model's traces
-    together): `function` (a traced step or preprocessor) marked on
-    TensorFlow, as is elsewhere.
-
-    Example:
-
-    >>> square = without_retracing_warning(lambda x: x * x)
-    >>> square(3)
-    9
-    """
-    return tensorflow.without_retracing_warning(function) if _backend() == "tensorflow" else function
+    """`function` (a traced step or preprocessor) marked on TensorFlow so that its
+    retracing warning does not count every model's traces together; as is elsewhere."""
+    return tensorflow.without_retracing_warning(function) if keras.backend.backend() == "tensorflow" else function
 
 
 def dropout_uniform(shape, seed_generator):
-    """Buys bert_small training steps 6% faster on JAX (Intel Xeon) and 5%
-    under XLA on TensorFlow (one thread, 2026-11-26): uniform float32 in [0, 1)
-    for dropout masks from `seed_generator`, by XLA's own ThreeFry op there,
-    by `keras.random.uniform` elsewhere.
-    """
-    if _backend() == "tensorflow" and tensorflow.in_xla_compilation():
+    """Uniform float32 in [0, 1) for dropout masks from `seed_generator`: XLA's
+    ThreeFry op under XLA on TensorFlow and on JAX, `keras.random.uniform` elsewhere."""
+    if keras.backend.backend() == "tensorflow" and tensorflow.in_xla_compilation():
         return tensorflow.uniform_in_xla(shape, seed_generator.next())
-    if _backend() == "jax":
+    if keras.backend.backend() == "jax":
         return jax.uniform_threefry(shape, seed_generator.next())
     return keras.random.uniform(shape, dtype="float32", seed=seed_generator)
 
 
 def is_concrete(x):
-    """True when `x`'s values can be read without breaking a trace: NumPy
-    values always; backend tensors in eager TensorFlow, outside a JAX trace,
-    outside `torch.compile`.
-
-    Example:
-
-    >>> is_concrete(np.zeros(3))
-    True
-    """
+    """True when `x`'s values can be read without breaking a trace: NumPy values,
+    eager TensorFlow, outside a JAX trace (or symbolic export dimension), outside `torch.compile`."""
     if isinstance(x, (np.ndarray, np.generic, list, tuple, int)):
         return True
     if keras.backend.is_keras_tensor(x):
         return False
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf  # noqa: PLC0415
-
         return tf.executing_eagerly()
     if backend == "jax":
         import jax as jax_module  # noqa: PLC0415
@@ -277,25 +182,14 @@ CHECKED_UPSTREAM = contextvars.ContextVar("kzoo_checked_upstream", default=False
 
 @contextlib.contextmanager
 def checked_upstream(model=None, refused=()):
-    """Buys steps without checks (none in traced graphs, no values read
-    eagerly) on data checked where it came in, or graphs for runtimes that
-    could not run them (ONNX); on JAX a `model` that still works after a call
-    that raised (`jax.restore_state_on_error`); a batch refused in `tf.data`
-    raised as its check's `ValueError`, the last in `refused`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> with checked_upstream():
-    ...     check_ids_in_range(np.array([[1, 7]]), 5, "token ids").tolist(), CHECKED_UPSTREAM.get()
-    ([[1, 7]], True)
-    """
-    import tensorflow as tf  # noqa: PLC0415 (loaded already: kzoo's data path)
-
+    """Steps without checks on data checked where it came in (or for runtimes
+    that could not run them, ONNX); on JAX `model` restored after a call that
+    raised (`jax.restore_state_on_error`); a batch refused in `tf.data` raised
+    as its check's `ValueError`, the last in `refused`."""
     token = CHECKED_UPSTREAM.set(True)
-    kept = jax.restore_state_on_error(model) if model is not None and _backend() == "jax" else contextlib.nullcontext()
+    on_jax = model is not None and keras.backend.backend() == "jax"
     try:
-        with kept:
+        with jax.restore_state_on_error(model) if on_jax else contextlib.nullcontext():
             yield
     except tf.errors.OpError:
         if not refused:
@@ -306,29 +200,11 @@ def checked_upstream(model=None, refused=()):
 
 
 def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
-    """Raises the same error on every backend for ids outside `[0, vocabulary_size)`;
-    returns `ids` (in a TensorFlow graph, a copy that depends on the check).
-
-    Keras' `Embedding` raises on TensorFlow and torch (eager) for out-of-range
-    ids, silently returns NaN rows (and wraps `-1` to the last row) on JAX, and
-    clamps them under XLA. Eager calls raise a `ValueError`; compiled steps
-    fail as the module docstring says.
-
-    Args:
-        ids: integer tensor or array.
-        vocabulary_size: number of rows of the embedding table.
-        what: a name for the ids in the message ("token ids", "segment ids").
-        advice: str. What to do, the message's last sentence. Defaults to
-            checking the tokenizer's vocabulary.
-
-    Example:
-
-    >>> import numpy as np
-    >>> check_ids_in_range(np.array([[1, 7]]), 5, "token ids")
-    Traceback (most recent call last):
-    ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. ...
-    """
+    """The same error on every backend for ids outside `[0, vocabulary_size)`
+    (Keras' embedding raises on TensorFlow and torch, returns NaN rows on JAX,
+    clamps under XLA); returns `ids`, in a TensorFlow graph a copy that depends
+    on the check. Eager calls raise a `ValueError`; compiled steps fail as the
+    comment above says. `advice` is the message's last sentence."""
     if CHECKED_UPSTREAM.get():
         return ids
     limit = IdsLimit(vocabulary_size, what, advice)
@@ -352,23 +228,11 @@ def check_ids_in_range(ids, vocabulary_size, what, advice=VOCABULARY_ADVICE):
 
 
 def check_positions_fit(start_index, sequence_length, max_sequence_length, layer_name):
-    """Raises a readable error when positions `start_index .. start_index + sequence_length - 1`
-    fall outside a position table of `max_sequence_length` rows; returns
-    `sequence_length` (in a TensorFlow graph, a copy that depends on the check).
-
-    Python ints and eager tensors raise a `ValueError` on every backend. Inside
-    a TensorFlow graph whose length is only known at run time (a
-    `tf.function` retraced with a relaxed shape) the same message comes as a
-    `tf.errors.InvalidArgumentError`. Inside `jax.jit` shapes are static, so
-    only a traced `start_index` goes unchecked there.
-
-    Example:
-
-    >>> check_positions_fit(0, 600, 512, "position_embedding")
-    Traceback (most recent call last):
-    ...
-    ValueError: `position_embedding` got positions 0 to 599, but its position table holds only ...
-    """
+    """A `ValueError` (an `InvalidArgumentError` in a TensorFlow graph whose
+    length is known at run time only) when positions `start_index ..
+    start_index + sequence_length - 1` fall outside a position table of
+    `max_sequence_length` rows; returns `sequence_length` (in a graph, a copy
+    that depends on the check)."""
     if CHECKED_UPSTREAM.get():
         return sequence_length
     limit = LengthLimit(max_sequence_length, layer_name)
@@ -378,8 +242,6 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
         if end > max_sequence_length:
             raise ValueError(length_message(limit, start, end - 1))
     elif keras.backend.backend() == "tensorflow" and not keras.backend.is_keras_tensor(end):
-        import tensorflow as tf  # noqa: PLC0415
-
         def bounds(_):
             start, stop = tf.cast(start_index, "int32"), tf.cast(end, "int32")
             return stop <= max_sequence_length, [start, stop - 1]
@@ -392,18 +254,9 @@ def check_positions_fit(start_index, sequence_length, max_sequence_length, layer
 
 
 def check_batch(inputs, limits, where=""):
-    """`ValueError`s for packed `inputs` in memory (a dict of arrays, one
-    example per row) outside `limits` (input name -> list of `IdsLimit` /
-    `LengthLimit`): the eager message, for ids the first example that has
-    one, then `where` (e.g. which batch of a dataset).
-
-    Example:
-
-    >>> check_batch({"token_ids": np.array([[1, 2], [1, 9]])}, {"token_ids": [IdsLimit(5, "token ids")]})
-    Traceback (most recent call last):
-    ...
-    ValueError: token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 9. ...
-    """
+    """`ValueError`s for packed `inputs` in memory (a dict of arrays, one example
+    per row) outside `limits` (input name -> `IdsLimit`s / `LengthLimit`s): the
+    eager message, for ids the first example that has one, then `where`."""
     for name, value in inputs.items():
         values = np.asarray(value)
         for limit in limits.get(name, ()):

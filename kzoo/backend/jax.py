@@ -9,25 +9,20 @@ import contextlib
 
 @contextlib.contextmanager
 def restore_state_on_error(model):
-    """Re-attaches `model`'s variables if the block raises. Keras' JAX trainer
-    detaches every variable's value while it runs and re-attaches it at the
-    end; when the data raise mid-run they stay detached and the model is
-    unusable ("'NoneType' object is not callable"). Restores the state after
-    the last completed step (`model._jax_state`), or the values from before
-    the call if no step completed."""
+    """Re-attaches `model`'s variables if the block raises (Keras' JAX trainer
+    detaches them while it runs): the state after the last completed step
+    (`model._jax_state`), or the values from before the call."""
     optimizer = getattr(model, "optimizer", None)
     variables = list(model.variables) + list(getattr(model, "metrics_variables", []))
     if optimizer is not None and optimizer.built:
         variables += list(optimizer.variables)
-    before = {}  # id -> (variable, value): references, no copies
-    for variable in variables:
-        before[id(variable)] = (variable, variable._value)
+    before = [(variable, variable._value) for variable in variables]  # references, no copies
     try:
         yield
     except BaseException:
         if getattr(model, "_jax_state", None) and not getattr(model, "_jax_state_synced", True):
             model.jax_state_sync()
-        for variable, value in before.values():
+        for variable, value in before:
             if variable._value is None:
                 variable._value = value
         model._jax_state = None
@@ -47,21 +42,8 @@ LOST_WEIGHTS = (
 
 
 def raise_in_step(error_for, *values):
-    """Inside `jax.jit`: a host callback that raises `error_for(*values)`
-    (NumPy values) unless it is None, failing the compiled step at once with
-    that message, and `LOST_WEIGHTS`, inside a `jax.errors.JaxRuntimeError`.
-    Keras' steps donate the weights: a failed step loses them (see
-    `kzoo.backend`).
-
-    Example:
-
-    >>> import jax, jax.numpy as jnp
-    >>> def step(x):
-    ...     raise_in_step(lambda top: ValueError(f"got {top}") if top > 4 else None, jnp.max(x))
-    ...     return x + 1
-    >>> jax.jit(step)(jnp.array([1, 2])).tolist()
-    [2, 3]
-    """
+    """Inside `jax.jit`: a host callback that raises `error_for(*values)` (NumPy
+    values) unless it is None, with `LOST_WEIGHTS`, failing the compiled step."""
     import jax  # noqa: PLC0415
 
     def callback(*arrays):
@@ -73,14 +55,10 @@ def raise_in_step(error_for, *values):
 
 
 def uniform_threefry(shape, seed):
-    """float32 numbers uniform in [0, 1) from XLA's own ThreeFry op
-    (`jax.lax.rng_bit_generator`), for dropout masks: 3x faster than
-    `jax.random.uniform`, whose ThreeFry XLA compiles from elementwise rounds
-    (2.7 vs 8.3 ms for 8 x 128 x 1536 numbers, 2026-11-26, Intel Xeon with
-    AVX-512, 2 cores). `seed`: Keras' seed on JAX (a `SeedGenerator`'s two
-    uint32 words), taken as the ThreeFry key with a zero counter. Each number
-    has 23 random bits (a float32 mantissa).
-    """
+    """float32 uniform in [0, 1) from XLA's own ThreeFry op
+    (`jax.lax.rng_bit_generator`), faster than `jax.random.uniform`; `seed`:
+    Keras' seed on JAX (two uint32 words) as the key with a zero counter. Each
+    number has 23 random bits (a float32 mantissa)."""
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
 

@@ -40,13 +40,7 @@ class LengthLimit(NamedTuple):
 
 
 def ids_message(limit, low, high):
-    """The message for ids from `low` to `high` outside `limit` (an `IdsLimit`).
-
-    Example:
-
-    >>> ids_message(IdsLimit(5, "token ids"), 1, 7)
-    'token ids must lie in [0, 5) (the embedding table has 5 rows), but got values from 1 to 7. Check that the ...
-    """
+    """The message for ids from `low` to `high` outside `limit` (an `IdsLimit`)."""
     return (
         f"{limit.what} must lie in [0, {limit.size}) (the embedding table has {limit.size} "
         f"rows), but got values from {low} to {high}. {limit.advice}"
@@ -54,13 +48,7 @@ def ids_message(limit, low, high):
 
 
 def length_message(limit, first, last):
-    """The message for positions `first` to `last` outside `limit` (a `LengthLimit`).
-
-    Example:
-
-    >>> length_message(LengthLimit(512, "position_embedding"), 0, 599)[:46]
-    '`position_embedding` got positions 0 to 599, b'
-    """
+    """The message for positions `first` to `last` outside `limit` (a `LengthLimit`)."""
     return (
         f"`{limit.what}` got positions {first} to {last}, but its position table holds only "
         f"max_sequence_length={limit.max_sequence_length} positions. Truncate the inputs "
@@ -70,12 +58,6 @@ def length_message(limit, first, last):
 
 
 def ids_error(limit, low, high):
-    """The `ValueError` for ids from `low` to `high` outside `limit`, or None inside it.
-
-    Example:
-
-    >>> ids_error(IdsLimit(5, "token ids"), 0, 4) is None
-    True
-    """
+    """The `ValueError` for ids from `low` to `high` outside `limit`, or None inside it."""
     low, high = int(low), int(high)
     return ValueError(ids_message(limit, low, high)) if low < 0 or high >= limit.size else None

@@ -10,18 +10,12 @@ computes `p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`.
 Weight decay stays Keras' own (decoupled, with its exclusions).
 """
 
+import keras
+
 
 def fused_adam_base(optimizer_class):
     """Keras' torch multi-tensor `Adam`/`AdamW` class (private module
-    `keras.src.backend.torch.optimizers`) with its step as one fused kernel.
-
-    Example:
-
-    >>> import keras
-    >>> issubclass(fused_adam_base(keras.optimizers.AdamW), keras.optimizers.AdamW)
-    True
-    """
-    import keras  # noqa: PLC0415
+    `keras.src.backend.torch.optimizers`) with its step as one fused kernel."""
     from keras.src.backend.torch.optimizers import torch_adam, torch_adamw  # noqa: PLC0415
 
     base = {keras.optimizers.Adam: torch_adam.Adam, keras.optimizers.AdamW: torch_adamw.AdamW}[optimizer_class]
@@ -32,7 +26,6 @@ class _FusedAdamStep:
     """Keras' torch Adam/AdamW step as one fused kernel (see `fused_adam_base`)."""
 
     def _parallel_update_step(self, grads, variables, learning_rate):
-        import keras  # noqa: PLC0415
         import torch  # noqa: PLC0415
 
         if self.amsgrad or variables[0].value.dtype != torch.float32:

@@ -191,9 +191,7 @@ def length_batches(lengths, batch_size, order="by_length", seed=0, epoch=0, wind
         permutation = generator.permutation(n)
         size = window * batch_size
         # Longest first in each window: its batches have the least spread of lengths.
-        windows = np.split(permutation, range(size, n, size))
-        for i, w in enumerate(windows):
-            windows[i] = w[np.argsort(-lengths[w], kind="stable")]
+        windows = [w[np.argsort(-lengths[w], kind="stable")] for w in np.split(permutation, range(size, n, size))]
         batches = np.split(np.concatenate(windows), range(batch_size, n, batch_size))
         return list(map(batches.__getitem__, generator.permutation(len(batches))))
     else:

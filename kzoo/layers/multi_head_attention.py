@@ -312,25 +312,15 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = (k, v)
 
         mask = self._attention_mask_for_heads(attention_mask)
-        dropout_active = bool(training) and self.dropout > 0
-        use_fused = not (
-            return_attention_scores or dropout_active or self.key_dim != self.value_dim
-        )
-        if use_fused:
-            context = ops.dot_product_attention(
-                q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim)
-            )
-            scores = None
-        else:
+        if return_attention_scores or (training and self.dropout > 0) or self.key_dim != self.value_dim:
             context, scores = self._explicit_attention(q, k, v, mask, training)
+        else:  # the fused kernel (flash attention where the hardware has it)
+            context = ops.dot_product_attention(q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim))
         output = self.output_dense(context)  # (B, T, d_model)
-
-        results = (output,)
-        if return_attention_scores:
-            results += (scores,)
-        if cache is not None:
-            results += (cache,)
-        return results[0] if len(results) == 1 else results
+        if not return_attention_scores and cache is None:
+            return output
+        results = (output, scores) if return_attention_scores else (output,)
+        return results if cache is None else (*results, cache)
 
     def _attention_mask_for_heads(self, attention_mask):
         """(B, T, S)-broadcastable mask -> (B, 1, T, S) with no all-False row."""

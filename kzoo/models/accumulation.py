@@ -28,8 +28,7 @@ from keras import ops
 from kzoo.models.batching import LengthBatches
 
 def accumulated(model, train, data, order):
-    """`(train, data)` as micro-batches whose loss normalisers make k of
-    them the big batch (`CountsTokens`), when `model`'s optimizer accumulates gradients."""
+    """`(train, data)` as micro-batches, k of them the big batch, when `model`'s optimizer accumulates gradients."""
     steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
     if steps == 1:
         return train, data
@@ -57,18 +56,10 @@ def accumulated(model, train, data, order):
 
 
 class MicroBatches(LengthBatches):
-    """The examples of `data` (a `LengthBatches`) for gradient accumulation
-    over `steps` micro-batches: the big batches of `steps · batch_size`
-    examples, each cut into `steps` micro-batches that carry the big
-    batch's `counts` (`{name: (examples,) array}`) divided by `steps`.
-
-    Example:
-
-    >>> data = MicroBatches(LengthBatches({"ids": np.arange(6)}, np.arange(6), batch_size=2, order="given"),
-    ...                     2, {"tokens": np.ones(6)})
-    >>> [batch[0]["ids"].tolist() for batch in data], data[0][2]["loss_normalisers"]["tokens"].tolist()
-    ([[0, 1], [2, 3], [4], [5]], [2.0, 2.0])
-    """
+    """The examples of `data` (a `LengthBatches`) for accumulation over `steps`:
+    big batches of `steps · batch_size` examples, each cut into `steps`
+    micro-batches that carry the big batch's `counts` (`{name: (examples,)
+    array}`) divided by `steps`."""
 
     def __init__(self, data, steps, counts):
         vars(self).update(vars(data))  # the same examples, ladder, order and seed
@@ -85,21 +76,18 @@ class MicroBatches(LengthBatches):
 
 
 class CountsTokens:
-    """The base (before `BaseModel`) of a model whose loss is a mean over
-    tokens: it says what it averages over (`loss_counts`), and under
-    gradient accumulation `fit` normalises each micro-batch over its
-    group's counts; other models' steps never look for normalisers."""
+    """The base (before `BaseModel`) of a model whose loss is a mean over tokens:
+    under gradient accumulation `fit` normalises each micro-batch over its
+    group's `loss_counts`."""
 
     def loss_counts(self, y, sample_weight=None):
-        """What the loss averages over, per example: `{name: (batch,)
-        tensor}`, one entry per mean in the loss (e.g. the real target
-        tokens), or None for a loss that is not a mean over them."""
+        """What the loss averages over, per example: `{name: (batch,) tensor}`, one
+        entry per mean in the loss, or None for a loss that is not such a mean."""
         return None
 
     def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
-        """A micro-batch's `loss` (a mean over the one count of
-        `loss_counts`) as its share of its group's mean: times this
-        micro-batch's count over the normaliser (the group's count / k)."""
+        """A micro-batch's `loss` (a mean over the one count of `loss_counts`) as its
+        share of its group's mean: times its count over the normaliser (group's count / k)."""
         (name, normaliser), = normalisers.items()
         count = ops.sum(self.loss_counts(y, sample_weight)[name])
         return loss * count / normaliser
@@ -120,27 +108,17 @@ SAMPLE_WEIGHT = "sample_weight"
 
 
 def micro_batches(groups, steps, counts):
-    """`(batches, normalisers)`: each group of examples (a big batch) split
+    """`(batches, normalisers)`: each group (a big batch's example indices) split
     into `steps` micro-batches of nearly equal sizes, each with the group's
-    counts divided by `steps` (`{name: float}`).
-
-    A group of fewer than `steps` examples is completed by micro-batches
-    that repeat its first example with infinite normalisers: they weigh
-    nothing, and the optimizer still updates once per group.
-
-    Args:
-        groups: list of int arrays. The example indices of each big batch.
-        steps: int. k, the micro-batches per group.
-        counts: dict of float arrays `(examples,)`. What each example adds
-            to each of the loss's denominators (`loss_counts`).
+    `counts` summed and divided by `steps`; a group of fewer than `steps`
+    examples completed by micro-batches that repeat its first example with
+    infinite normalisers (they weigh nothing; the optimizer still updates once).
 
     Example:
 
     >>> batches, normalisers = micro_batches([np.arange(5), np.array([5])], 2, {"tokens": np.arange(6.0)})
-    >>> [b.tolist() for b in batches]
-    [[0, 1, 2], [3, 4], [5], [5]]
-    >>> [n["tokens"] for n in normalisers]
-    [5.0, 5.0, 2.5, inf]
+    >>> [b.tolist() for b in batches], [n["tokens"] for n in normalisers]
+    ([[0, 1, 2], [3, 4], [5], [5]], [5.0, 5.0, 2.5, inf])
     """
     batches, normalisers = [], []
     for rows in groups:
@@ -153,32 +131,13 @@ def micro_batches(groups, steps, counts):
 
 
 def with_normalisers(sample_weight, normalisers, rows):
-    """A batch's sample weights with its normalisers beside them, one value
-    per example (so that Keras can split a batch over devices).
-
-    Example:
-
-    >>> weights = with_normalisers(None, {"tokens": 2.5}, 3)
-    >>> weights[NORMALISERS]["tokens"].tolist(), SAMPLE_WEIGHT in weights
-    ([2.5, 2.5, 2.5], False)
-    """
+    """A batch's sample weights with its normalisers beside them, one value per example (Keras may split a batch)."""
     packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
     return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
 
 
 def split(sample_weight):
-    """`(sample_weight, normalisers)`: a batch's own sample weights (or None)
-    and its normalisers as scalars (`{name: tensor}`, or None when the batch
-    carries none).
-
-    Example:
-
-    >>> weights, normalisers = split(with_normalisers(np.ones(2), {"tokens": 4.0}, 2))
-    >>> weights.tolist(), float(normalisers["tokens"])
-    ([1.0, 1.0], 4.0)
-    >>> split(np.ones(2))[1] is None
-    True
-    """
+    """`(sample_weight, normalisers)`: a batch's own weights (or None) and its normalisers as scalars (or None)."""
     if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
         return sample_weight, None
     normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch

@@ -19,22 +19,15 @@ class Backbone(BaseModel):
     built by calling the subclass's own forward methods on `keras.Input`s (so
     the graph and every eager path run the same code); then
     `super().__init__(inputs, outputs, dtype=dtype, **kwargs)`. Layers set
-    before that call are tracked once the model exists (torch cannot track
-    them earlier), in the order they were set, so variable paths are
-    deterministic.
+    before that call are tracked once the model exists, in the order set, so
+    variable paths are deterministic.
 
-    The constructor arguments are the config: `get_config` reads each named
-    parameter of the subclass's `__init__` from the attribute of the same
-    name, plus `name`, `trainable` and the dtype policy. `from_preset` and
-    `save_to_preset` read and write preset directories (`config.json`,
-    `model.weights.h5`, KerasHub's layout); these, `save` and `save_weights`
-    write beside the destination and rename into place (a failed save leaves
-    the previous one). `jit_compile="auto"` means XLA on
-    TensorFlow as on JAX (`kzoo.backend.auto_jit_compile`); `fit` on a
-    `tf.data.Dataset` leaves the shuffling to the dataset. `fit`, `evaluate`
-    and `predict` check packed inputs against `input_limits()` before the
-    compiled step (`kzoo.models.input_checks`), after `complete_inputs`, the
-    checks of an eager call (ids, not text; integers; shapes).
+    The config is the constructor's arguments, read from the attributes of the
+    same names, plus `name`, `trainable` and the dtype policy. `from_preset` and
+    `save_to_preset` read and write preset directories (KerasHub's layout);
+    saves write beside the destination and rename into place. `fit`, `evaluate`
+    and `predict` check packed inputs with `complete_inputs` and against
+    `input_limits()` before the compiled step.
 
     Args:
         inputs: a `keras.Input` or a dict of them. The graph's inputs.
@@ -85,13 +78,12 @@ class Backbone(BaseModel):
         """The model from a built-in preset name or a preset directory;
         keyword arguments override its config.
 
-        A name with released weights (see `kzoo.list_presets()`) loads them,
-        fetched once into a cache (Hugging Face Hub or a Python package); an
-        architecture-only name gives random weights and a warning saying so;
-        unknown names raise a `ValueError` listing close matches. A directory
-        written by `save_to_preset` (str or `os.PathLike`) gives the saved
-        model with its weights; a BERT checkpoint in another format (Hugging
-        Face, google-research, KerasHub) is converted.
+        A name with released weights (`kzoo.list_presets()`) loads them, fetched
+        once into a cache; an architecture-only name gives random weights and a
+        warning; an unknown name raises a `ValueError` listing close matches. A
+        directory written by `save_to_preset` gives the saved model; a BERT
+        checkpoint in another format (Hugging Face, google-research, KerasHub) is
+        converted.
 
         Args:
             preset: str or `os.PathLike`. A preset name or directory.
@@ -113,9 +105,9 @@ class Backbone(BaseModel):
 
     def save_to_preset(self, preset_dir, format="kzoo"):
         """Saves `config.json`, `model.weights.h5` and `metadata.json` into
-        `preset_dir`, KerasHub's layout; `from_preset(preset_dir)` loads them
-        back. A BERT backbone also exports with `format="huggingface"`
-        (`config.json` and `model.safetensors`, which `transformers.BertModel` loads).
+        `preset_dir` (KerasHub's layout) for `from_preset`; a BERT backbone also
+        with `format="huggingface"` (`config.json` and `model.safetensors`, which
+        `transformers.BertModel` loads).
 
         Args:
             preset_dir: str or `os.PathLike`. A new or empty directory, or a preset directory.
@@ -131,15 +123,13 @@ class Backbone(BaseModel):
         >>> backbone.save_to_preset(path)
         >>> BertBackbone.from_preset(path).get_config() == backbone.get_config()
         True
-        >>> backbone.save_to_preset(tempfile.mkdtemp(), format="huggingface")
         """
         presets.save_backbone(self, preset_dir, format=format)
 
     def input_limits(self):
         """What the inputs' values must respect: input name -> a list of
-        `kzoo.backend.IdsLimit` (ids inside an embedding table) and
-        `LengthLimit` (the last axis inside the position table). Defaults to
-        none.
+        `kzoo.backend.IdsLimit` (ids inside an embedding table) and `LengthLimit`
+        (the last axis inside the position table). Defaults to none.
 
         Example:
 
@@ -152,10 +142,10 @@ class Backbone(BaseModel):
         return {}
 
     def complete_inputs(self, inputs):
-        """`inputs` as the graph takes them, checked as an eager call checks
-        them; `fit`, `evaluate` and `predict` run it on examples in memory,
-        so that text, fractional ids and the like are refused with the same
-        message. Defaults to `inputs` as they are.
+        """`inputs` as the graph takes them, checked as an eager call checks them
+        (`fit`, `evaluate` and `predict` run it on examples in memory, so that
+        text, fractional ids and the like get the same message). Defaults to
+        `inputs` as they are.
 
         Example:
 
@@ -170,9 +160,7 @@ class Backbone(BaseModel):
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order=None, seed=0, refused=None):
         # Packed inputs, checked once here (`BaseModel`); Keras batches them.
         x, y = check_examples(x, y, type(self).__name__, batch_size)
-        if isinstance(x, (dict, *IN_MEMORY)):
-            # Keras would truncate fractional ids (a cast) and name strings only an
-            # "Unrecognized data type".
+        if isinstance(x, (dict, *IN_MEMORY)):  # Keras would truncate fractional ids, or fail on strings
             x = self.complete_inputs(x)
         x = checked(x, self.input_limits(), refused)
         return {"x": x, "y": y, "sample_weight": sample_weight, "batch_size": batch_size}, None
@@ -188,28 +176,12 @@ def _holds_layers(value):
 
 
 def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
-    """`ValueError`s for a backbone's id inputs that cannot be ids: None,
-    text, rank below 2, shapes that disagree, fractional values, values
-    beyond int32 (which the cast to int32 would wrap; the embedding layers
-    check the rest of the range).
-
-    Args:
-        inputs: dict. `{name: tensor, array or list}`; None values are absent.
-        tables: dict. `{name: rows of its embedding table}` for the inputs
-            whose values are ids (others, e.g. a padding mask, are only shape-checked).
-        owner: str. The model's class name, for the messages.
-        text_hint: str. What to call on text first (e.g. the preprocessor).
-        same_shape: bool. Whether all inputs share one shape (BERT's
-            `token_ids`, `segment_ids`, `padding_mask`); else only the
-            batch size (the Transformer's source and target). Defaults to `True`.
-
-    Example:
-
-    >>> check_id_inputs({"token_ids": np.array([[2, 5.5, 3]])}, {"token_ids": 10}, "BertBackbone", "")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertBackbone: token_ids must be integer ids; got 5.5 at index (0, 1). ...
-    """
+    """`ValueError`s for a backbone's id inputs (`{name: value}`, None absent)
+    that cannot be ids: text, rank below 2, shapes that disagree (all of them,
+    or with `same_shape=False` the batch size), fractional values, or, for the
+    inputs in `tables` (`{name: rows of its table}`), values beyond int32 (a
+    cast would wrap them; the embedding layers check the rest of the range).
+    `text_hint` says what to call on text first."""
     shapes = {}
     for name, value in inputs.items():
         if value is None:
@@ -242,15 +214,7 @@ def check_id_inputs(inputs, tables, owner, text_hint, same_shape=True):
 
 
 def arrays_from_lists(inputs, owner):
-    """`inputs` (a dict) with lists and tuples made NumPy arrays and None
-    values dropped (None means absent); rows of different lengths are a
-    `ValueError` saying to pad them.
-
-    Example:
-
-    >>> arrays_from_lists({"token_ids": [[2, 3]], "segment_ids": None}, "BertBackbone")["token_ids"].shape
-    (1, 2)
-    """
+    """`inputs` with lists made NumPy arrays and None values dropped; ragged rows a `ValueError` saying to pad them."""
     arrays = {}
     for name, value in inputs.items():
         if isinstance(value, (list, tuple)):
@@ -267,13 +231,7 @@ def arrays_from_lists(inputs, owner):
 
 
 def missing_token_ids(name, owner, text_hint):
-    """The `ValueError` for a backbone called without its token ids.
-
-    Example:
-
-    >>> str(missing_token_ids("token_ids", "BertBackbone", "Use the preprocessor."))[:44]
-    'BertBackbone got no token_ids (None): it tak'
-    """
+    """The `ValueError` for a backbone called without its token ids."""
     return ValueError(
         f"{owner} got no {name} (None): it takes token ids, an int array (batch, "
         f"sequence_length). {text_hint}"
@@ -281,9 +239,7 @@ def missing_token_ids(name, owner, text_hint):
 
 
 def _shape(value):
-    """The shape as a tuple (None for unknown dimensions, symbolic ones
-    included: a JAX or torch export traced for any batch), or None when even
-    the rank is unknown."""
+    """The shape as a tuple (None for unknown, symbolic dimensions), or None when even the rank is unknown."""
     shape = getattr(value, "shape", None)
     if shape is None:
         return np.shape(value)
@@ -294,16 +250,7 @@ def _shape(value):
 
 
 def holds_text(value):
-    """Whether `value` holds text: a string, a `tf.string` tensor, a NumPy
-    array of strings (or of objects, one a string), a list whose first item
-    (nested) is one.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> holds_text([["a"]]), holds_text(np.array([1, 2])), holds_text(tf.constant(["a"]))
-    (True, False, True)
-    """
+    """Whether `value` holds text: a string, a `tf.string` tensor, an array of strings, a list starting with one."""
     while isinstance(value, (list, tuple)) and value:
         value = value[0]
     if isinstance(value, (str, bytes)):
@@ -329,8 +276,7 @@ def _check_integral(values, name, owner):
 
 
 def _check_int32(values, name, owner, table):
-    """Ids the model's int32 cast would wrap (2**32 + 5 becomes 5); ids
-    inside int32 are checked against the table by the embedding layers."""
+    """Ids the model's int32 cast would wrap (2**32 + 5 becomes 5)."""
     if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
         extreme = values.max() if values.max() >= 2**31 else values.min()
         raise ValueError(

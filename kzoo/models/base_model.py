@@ -334,8 +334,7 @@ class BaseModel(keras.Model):
                 outputs.append(super().predict_on_batch(data[index][0]))
                 callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
             callbacks.on_predict_end()
-        joined = functools.partial(batching.joined, data.batches, data.max_length)
-        return keras.tree.map_structure(joined, self.output, *outputs)
+        return keras.tree.map_structure(functools.partial(batching.joined, data), self.output, *outputs)
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:
@@ -407,7 +406,7 @@ class BaseModel(keras.Model):
         prepared, data = self._prepare(x, y, sample_weight, order="given")
         if data is None:
             return prepared["x"], prepared["y"], prepared["sample_weight"]
-        return (*data.batch(np.arange(data.size)), None, None)[:3]
+        return (*data.batch(np.arange(len(data.lengths))), None, None)[:3]
 
     def _resolve_auto_jit_compile(self):
         # Keras' trainer asks this for `jit_compile="auto"`.

@@ -1,13 +1,8 @@
-"""A `tf.data.Dataset` handed to `fit`, `evaluate` or `predict`: packed
-and checked batch by batch inside its pipeline, and read on from where a
+"""A `tf.data.Dataset` handed to `fit`, `evaluate` or `predict`: packed and
+checked batch by batch inside its pipeline (`on_host`: the first bad batch
+stops the run before its step with the `ValueError` of examples in memory,
+re-raised by `kzoo.backend.checked_upstream`), and read on from where a
 backup stopped.
-
-Inside a compiled step an out-of-range id cannot always stop the step before
-it changes the weights (`kzoo.models.input_checks`), so each batch is checked
-on the host in the pipeline (`on_host`): the first bad batch stops the run
-before its step with the same `ValueError` as examples in memory, kept as
-raised in a list that belongs to the call (`refused`) and re-raised by
-`kzoo.backend.checked_upstream`.
 """
 
 import json
@@ -63,23 +58,9 @@ def labels(task, y, packed, refused):
 
 
 def names_to_ids_in_graph(labels, names, argument, owner):
-    """`names_to_ids` inside `tf.data`: string labels (ragged too) as int64
-    ids, with an assertion that fails a batch holding an unknown name (the
-    known names in its message); other labels as they are.
-
-    Args:
-        labels: a `tf.Tensor`, `tf.RaggedTensor`, or None.
-        names, argument, owner: as for `names_to_ids`.
-
-    Returns:
-        The ids, or `labels`.
-
-    Example:
-
-    >>> labels = tf.constant(["pos", "neg"])
-    >>> names_to_ids_in_graph(labels, ["neg", "pos"], "class_names", "BertClassifier").numpy().tolist()
-    [1, 0]
-    """
+    """`names_to_ids` inside `tf.data`: string labels (ragged too) as int64 ids,
+    with an assertion that fails a batch holding an unknown name (the known
+    names in its message); other labels as they are."""
     if labels is None or not isinstance(labels, (tf.Tensor, tf.RaggedTensor)) or labels.dtype != tf.string:
         return labels
     if names is None:
@@ -98,17 +79,14 @@ def names_to_ids_in_graph(labels, names, argument, owner):
 
 
 def checked(x, limits, refused=None):
-    """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits`
-    (input name -> `backend.IdsLimit`s / `backend.LengthLimit`s): a dict in
-    memory now, a `tf.data.Dataset` of dicts (or of `(dict, labels, ...)`)
-    batch by batch, a refused batch's `ValueError` kept in the list `refused`
-    for `kzoo.backend.checked_upstream`; anything else as it is.
+    """`x` as `fit`/`evaluate`/`predict` take it, checked against `limits` (input
+    name -> `kzoo.backend.IdsLimit`s / `LengthLimit`s, e.g. `backbone.input_limits()`):
+    a dict in memory now (a `ValueError`), a `tf.data.Dataset` of dicts (or of
+    `(dict, labels, ...)`) batch by batch; anything else as it is.
 
     Example:
 
     >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
-    >>> checked({"token_ids": np.array([[1, 2]])}, limits)["token_ids"].tolist()
-    [[1, 2]]
     >>> checked({"token_ids": np.array([[1, 5]])}, limits)
     Traceback (most recent call last):
     ...
@@ -123,18 +101,9 @@ def checked(x, limits, refused=None):
 
 
 def checked_dataset(dataset, limits, refused):
-    """`dataset` (batches of packed dicts, alone or first in a tuple) with
-    each batch checked on the host (`backend.check_batch`, naming the batch),
-    a refused batch's `ValueError` kept in the list `refused`; other datasets
-    as they are.
-
-    Example:
-
-    >>> limits = {"token_ids": [backend.IdsLimit(5, "token ids")]}
-    >>> data = tf.data.Dataset.from_tensor_slices({"token_ids": np.array([[1, 2], [3, 7]])}).batch(1)
-    >>> next(iter(checked_dataset(data, limits, [])))["token_ids"].numpy().tolist()
-    [[1, 2]]
-    """
+    """`dataset` (batches of packed dicts, alone or first in a tuple) with each
+    batch checked on the host (`backend.check_batch`, naming the batch), a
+    refused batch's `ValueError` kept in the list `refused`."""
     spec = dataset.element_spec
     features = spec[0] if isinstance(spec, tuple) else spec
     if not isinstance(features, dict) or not set(features) & set(limits):
@@ -155,19 +124,9 @@ def checked_dataset(dataset, limits, refused):
 
 
 def on_host(check, refused, tensors, *values):
-    """`tensors` (a structure) made to wait for `check(*values)`, run on the
-    host inside a `tf.data` pipeline; a `ValueError` it raises stops the
-    pipeline and goes to the list `refused` (the call's), for
-    `kzoo.backend.checked_upstream` to raise as it is.
-
-    Example:
-
-    >>> def positive(values):
-    ...     if values.min() < 0:
-    ...         raise ValueError("negative")
-    >>> on_host(positive, [], tf.constant([1, 2]), tf.constant([1, 2])).numpy().tolist()
-    [1, 2]
-    """
+    """`tensors` made to wait for `check(*values)`, run on the host inside a
+    `tf.data` pipeline; a `ValueError` it raises stops the pipeline and goes to
+    `refused` for `kzoo.backend.checked_upstream` to raise as it is."""
     def run(*arrays):
         try:
             check(*arrays)
@@ -188,30 +147,11 @@ def _dense(value):
 
 
 def resumed_stream(dataset, callbacks, steps_per_epoch):
-    """A `tf.data.Dataset` read as one stream over the epochs (`fit` with
-    `steps_per_epoch`, e.g. `pretraining_dataset(...).repeat()`), skipping
-    the batches of the epochs a `keras.callbacks.BackupAndRestore` among
+    """`dataset` read as one stream over the epochs (`fit` with `steps_per_epoch`),
+    after the batches of the epochs a `keras.callbacks.BackupAndRestore` among
     `callbacks` has backed up: a resumed `fit` reads the batches the
-    uninterrupted one would read next. A pipeline seeded as
-    `kzoo.data.pretraining_dataset(..., seed=s)` is the same stream in
-    every process; the skipped batches are computed by the pipeline (no
-    training step), which is fast next to training.
-
-    Args:
-        dataset: `tf.data.Dataset`. The training batches.
-        callbacks: list of `keras.callbacks.Callback` or None. `fit`'s.
-        steps_per_epoch: int. Batches per epoch.
-
-    Returns:
-        The dataset, or the dataset after the batches already trained on.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> dataset = tf.data.Dataset.range(100)
-    >>> resumed_stream(dataset, None, 10) is dataset  # no backup: from the start
-    True
-    """
+    uninterrupted one would read next (a seeded pipeline is the same stream in
+    every process)."""
     for callback in callbacks or ():
         if not isinstance(callback, keras.callbacks.BackupAndRestore):
             continue

@@ -1,16 +1,10 @@
 """Checks of what users hand kzoo's models, before any work is done: integer
-arguments, the examples of `fit`, `evaluate` and `predict`, their labels
-(label names too), and the packed batches checked once where they come in.
-Nothing is coerced: a wrong value is a `ValueError` in kzoo's words, the same
-on every backend, saying what to change.
-
-Inside a compiled step an out-of-range id cannot always stop the step before
-it changes the weights (XLA clamps it on TensorFlow; on JAX the step owns
-the weights, see `kzoo.backend`). So kzoo's models check what they are
-given before Keras runs a step: packed inputs in memory all at once (a
-`ValueError` before the first step), a `tf.data.Dataset` batch by batch in its
-pipeline (`kzoo.models.datasets`); the steps then run without checks
-(`kzoo.backend.checked_upstream`).
+arguments, the examples of `fit`, `evaluate` and `predict` and their labels
+(label names too). Nothing is coerced: a wrong value is a `ValueError` in
+kzoo's words, the same on every backend, saying what to change. Packed
+batches are checked where they come in (`kzoo.backend.check_batch`,
+`kzoo.models.datasets`), as a compiled step cannot always stop before it
+changes the weights.
 """
 
 import keras
@@ -24,28 +18,9 @@ CONFIG_HINT = "In a config.json, write a JSON integer (2, not \"2\" or 2.0)."
 
 
 def check_int(value, name, owner, minimum=1, hint=""):
-    """`value` as an int, or a `ValueError` naming `name`: a bool, a float
-    (even 8.0: `8.9` would otherwise become 8) or a string is refused.
-
-    Args:
-        value: the argument.
-        name: str. Its name, for the message.
-        owner: str. Whose argument it is, for the message.
-        minimum: int. The smallest value allowed. Defaults to `1`.
-        hint: str. A sentence added to the message. Defaults to `""`.
-
-    Returns:
-        An int.
-
-    Example:
-
-    >>> check_int(8, "sequence_length", "BertPreprocessor")
-    8
-    >>> check_int(8.9, "sequence_length", "BertPreprocessor")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertPreprocessor: sequence_length must be an int >= 1; got 8.9 (float). ...
-    """
+    """`value` as an int, or a `ValueError` naming `name` (and `owner`, then
+    `hint`): a bool, a float (even 8.0: 8.9 would otherwise become 8), a
+    string or a value below `minimum` is refused."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
         if isinstance(value, (str, float, np.floating)):
             hint = f"It is never rounded or parsed. {hint}"
@@ -56,34 +31,14 @@ def check_int(value, name, owner, minimum=1, hint=""):
 
 
 def check_ints(owner, minimum=1, **values):
-    """`check_int` for each keyword argument, a constructor's (so the
-    message says how to write it in a config.json).
-
-    Example:
-
-    >>> check_ints("BertBackbone", num_heads=2, hidden_dim="8")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertBackbone: hidden_dim must be an int >= 1; got '8' (str). ...
-    """
+    """`check_int` for each keyword argument of a constructor (the message says how to write it in a config.json)."""
     for name, value in values.items():
         check_int(value, name, owner, minimum, CONFIG_HINT)
 
 
 def checked_steps(steps):
-    """`gradient_accumulation_steps` for a Keras optimizer: None for None or
-    1 (Keras takes 2 or more), else the positive int; anything else is a
-    `ValueError` in kzoo's words.
-
-    Example:
-
-    >>> checked_steps(1), checked_steps(4)
-    (None, 4)
-    >>> checked_steps(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: gradient_accumulation_steps must be a positive int or None; got 0.
-    """
+    """`gradient_accumulation_steps` for a Keras optimizer: None for None or 1
+    (Keras takes 2 or more), else the positive int; anything else a `ValueError`."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ValueError(f"gradient_accumulation_steps must be a positive int or None; got {steps!r}.")
     return None if steps == 1 else steps
@@ -93,29 +48,11 @@ def checked_steps(steps):
 
 
 def check_examples(x, y, owner, batch_size=None):
-    """`(x, y)` for `fit`/`evaluate`/`predict`, with a `ValueError` for no
-    examples (None, an empty list or batch), a bare string, columns of a tuple
-    of different lengths, labels of another length than the examples, or a
-    `batch_size` that is not a positive int (Keras would read `batch_size=0`
-    as 32; `fit` checks its `epochs` itself). A pandas Series
-    becomes its NumPy values. Datasets and generators pass as they are.
-
-    Args:
-        x: the examples: text, a tuple of columns, a dict of packed inputs, ...
-        y: the labels, or None.
-        owner: str. The model's class name, for the messages.
-        batch_size: int or None. Examples per batch. Defaults to `None`.
-
-    Returns:
-        `(x, y)`.
-
-    Example:
-
-    >>> check_examples((["a b", "c"], ["d"]), None, "BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertClassifier got a tuple of columns of different lengths: 2, 1. ...
-    """
+    """`(x, y)` for `fit`/`evaluate`/`predict`, or a `ValueError` for no examples
+    (None, an empty list or batch), a bare string, columns of a tuple of
+    different lengths, labels of another length than the examples, or a
+    `batch_size` that is not a positive int (Keras reads 0 as 32). A pandas
+    Series becomes its NumPy values; datasets and generators pass as they are."""
     if batch_size is not None:
         check_int(batch_size, "batch_size", owner)
     x, y = _from_pandas(x), _from_pandas(y)
@@ -143,8 +80,8 @@ def _from_pandas(value):
 
 
 def num_rows(value, owner="kzoo"):
-    """The examples in `value` (a tuple: its columns, which must agree), or
-    None when unknown (datasets, generators, symbolic shapes)."""
+    """The examples in `value` (a tuple: its columns, which must agree), or None
+    when unknown (datasets, generators, symbolic shapes)."""
     if isinstance(value, tuple):
         counts = [num_rows(column, owner) for column in value]
         if len(set(counts)) > 1:
@@ -170,8 +107,7 @@ def num_rows(value, owner="kzoo"):
 
 
 def _to_tensor(value, name, caller):
-    """A `tf.Tensor` (or `tf.RaggedTensor` for lists of unequal lists); the
-    items of lists and object arrays checked, never turned into text."""
+    """A `tf.Tensor` (ragged for lists of unequal lists); items of lists and object arrays checked, never made text."""
     if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
         return value
     _check_items(value, name, caller)
@@ -185,8 +121,7 @@ def _to_tensor(value, name, caller):
 
 
 def _check_items(value, name, caller):
-    """Text in memory must be strings only (`check_strings`), numbers
-    numbers only: a `ValueError` naming the first item that is neither."""
+    """Text must be strings only (`check_strings`), numbers numbers only: a `ValueError` naming the first other item."""
     if not isinstance(value, (list, tuple)) and not (isinstance(value, np.ndarray) and value.dtype == object):
         return
     types = set(map(type, value))
@@ -215,54 +150,22 @@ def _leaves(value):
 
 def to_tensors(value, name="x", caller="kzoo"):
     """Examples or labels in memory as TensorFlow tensors: a tuple of columns
-    (e.g. sentence pairs) stays a tuple; lists of unequal lists become ragged;
-    None stays None. Nothing becomes text silently: a list or object array
-    holding strings must hold strings only (None, numbers and NaN refused,
-    the first named), one of numbers numbers only.
-
-    Args:
-        value: list, NumPy array, tensor, tuple of those, or None. Examples or
-            labels in memory.
-        name: str. The argument's name, for messages. Defaults to `"x"`.
-        caller: str. Who takes the values, for messages. Defaults to `"kzoo"`.
-
-    Returns:
-        A `tf.Tensor` / `tf.RaggedTensor`, a tuple of them, or None.
-
-    Example:
-
-    >>> to_tensors((["a b", "c"], ["d", "e f"]))[1].numpy().tolist()
-    [b'd', b'e f']
-    >>> to_tensors([[1, 2], [3]]).to_list()
-    [[1, 2], [3]]
-    >>> to_tensors(["a b", None], caller="BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertClassifier expected strings, but x[1] is None (NoneType). ...
-    """
-    if value is None:
-        return None
+    stays a tuple, lists of unequal lists become ragged, None stays None.
+    Nothing becomes text silently: a list or object array holding strings must
+    hold strings only (None, numbers and NaN refused, the first named), one of
+    numbers numbers only. `name` and `caller` are for the messages."""
     if isinstance(value, tuple):
         return tuple(_to_tensor(v, f"{name}[{i}]", caller) for i, v in enumerate(value))
-    return _to_tensor(value, name, caller)
+    return None if value is None else _to_tensor(value, name, caller)
 
 
 def rows(value, start, stop):
-    """Rows `start:stop` of examples in memory (a list, an array, a tensor),
-    of a tuple of columns or a dict of them, or None.
-
-    Example:
-
-    >>> rows(to_tensors((["a", "b", "c"], ["d", "e", "f"])), 1, 3)[1].numpy().tolist()
-    [b'e', b'f']
-    """
-    if value is None:
-        return None
+    """Rows `start:stop` of examples in memory, of a tuple of columns or a dict of them, or None."""
     if isinstance(value, tuple):
         return tuple(rows(v, start, stop) for v in value)
     if isinstance(value, dict):
         return {key: rows(v, start, stop) for key, v in value.items()}
-    return value[start:stop]
+    return None if value is None else value[start:stop]
 
 
 # === Labels and their names (a classifier's `class_names`, a token classifier's `tags`) ===
@@ -272,32 +175,10 @@ ARGUMENTS = ("class_names", "tags")  # the tasks' constructor arguments naming t
 
 
 def check_names(names, num_classes, argument, owner):
-    """`(num_classes, names)` checked: names are distinct strings, one per
-    label id; `num_classes=None` is taken from them.
-
-    Args:
-        names: list of str or None. The label names, in label order.
-        num_classes: int or None. The number of labels, if given.
-        argument: str. The names' argument ("class_names", "tags"), for messages.
-        owner: str. The task's class name, for messages.
-
-    Returns:
-        `(num_classes, names)`: an int, and a list of str or None.
-
-    Raises:
-        TypeError: neither `num_classes` nor `names` is given (as for a missing argument).
-        ValueError: the names are not distinct strings, one per label.
-
-    Example:
-
-    >>> check_names(("neg", "pos"), None, "class_names", "BertClassifier")
-    (2, ['neg', 'pos'])
-    >>> check_names(["neg", "pos"], 3, "class_names", "BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: class_names must be 3 distinct strings, the name of each label id in order
-    (2 names for num_classes=3); got ['neg', 'pos'].
-    """
+    """`(num_classes, names)` checked: names (the label names of `argument`) are
+    distinct strings, one per label id; `num_classes=None` is taken from them.
+    A `TypeError` when neither is given (as for a missing argument), else a
+    `ValueError` for bad names."""
     if names is None:
         if num_classes is None:
             raise TypeError(
@@ -328,59 +209,20 @@ def check_names(names, num_classes, argument, owner):
 
 
 def names_to_ids(labels, names, argument, owner):
-    """Labels given as names (a `tf.string` tensor, ragged too) as int64 label ids.
-
-    Args:
-        labels: `tf.Tensor` or `tf.RaggedTensor` of strings.
-        names: list of str or None. The task's label names.
-        argument: str. The names' argument, for messages.
-        owner: str. The task's class name, for messages.
-
-    Returns:
-        A `tf.Tensor` (a `tf.RaggedTensor` for ragged labels) of ids.
-
-    Raises:
-        ValueError: a name the task does not have (all known names listed),
-            or names for a task without them.
-
-    Example:
-
-    >>> names_to_ids(tf.constant(["pos", "neg", "pos"]), ["neg", "pos"], "class_names", "BertClassifier").numpy()
-    array([1, 0, 1])
-    >>> names_to_ids(tf.constant(["good"]), ["neg", "pos"], "class_names", "BertClassifier")
-    Traceback (most recent call last):
-    ...
-    ValueError: BertClassifier got labels that are none of its class_names: ['good']. Its
-    class_names are ['neg', 'pos'] (label ids 0 to 1, in that order).
-    """
-    flat = labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels
-    values = flat.numpy()
+    """Labels given as names (a `tf.string` tensor, ragged too) as int64 ids of
+    `names` (NumPy, or ragged as given); a `ValueError` for a name the task does not have (the known names
+    listed), or for names given to a task without them."""
+    values = (labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels).numpy()
     found, positions = np.unique(values.ravel(), return_inverse=True)
     found = list(map(bytes.decode, found))  # UTF-8
-    unknown = sorted(set(found) - set(names or ()))
-    if names is None or unknown:
-        raise _unknown_names(found, unknown, names, argument, owner)
-    index = dict(zip(names, range(len(names))))
-    ids = tf.constant(np.array(list(map(index.get, found)), "int64")[positions].reshape(values.shape))
+    if names is None or not set(found) <= set(names):
+        raise _unknown_names(found, sorted(set(found) - set(names or ())), names, argument, owner)
+    ids = np.array(list(map(names.index, found)), "int64")[positions].reshape(values.shape)
     return labels.with_flat_values(ids) if isinstance(labels, tf.RaggedTensor) else ids
 
 
 def ids_to_names(ids, names):
-    """Label ids as names (a list, nested as `ids`); ids as Python ints without names.
-
-    Args:
-        ids: array-like of int. Label ids.
-        names: list of str or None.
-
-    Returns:
-        A (nested) list of str, or of int when `names` is None.
-
-    Example:
-
-    >>> import numpy as np
-    >>> ids_to_names(np.array([1, 0]), ["neg", "pos"]), ids_to_names(np.array([1, 0]), None)
-    (['pos', 'neg'], [1, 0])
-    """
+    """Label ids as names (a list, nested as `ids`); ids as Python ints without `names`."""
     ids = np.asarray(ids)
     if names is None:
         return ids.tolist()

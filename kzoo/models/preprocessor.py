@@ -62,7 +62,7 @@ class Preprocessor(keras.layers.Layer):
     tokenizer_class = None
     labels_per_token = False
     # Whether `call` on texts alone may run as a traced `tf.function` (its
-    # checks hold on unknown shapes): 0.7 ms instead of 35 ms for one text.
+    # checks hold on unknown shapes), traced once instead of run eagerly per call.
     traceable = False
 
     def __init__(self, tokenizer, padding="longest"):

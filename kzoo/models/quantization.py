@@ -1,26 +1,16 @@
-"""int8 weights for inference (issue 22): Keras' own quantization of kzoo's
-backbones and tasks, kept through configs, `.keras` files and presets.
+"""int8 weights for inference: Keras' own quantization of kzoo's backbones and
+tasks, kept through configs, `.keras` files and presets.
 
-`quantize(model)` (kzoo's `Backbone.quantize` and `Task.quantize`) is
-`keras.Model.quantize(model, "int8")`: every `Dense` and `EinsumDense` (the
-attention projections, the feed-forward network, the pooler and the heads)
-and the token and segment tables (`kzoo.layers.TokenEmbedding`) keep int8
-weights with one float32 scale per output channel (per row for a table);
-a dense layer also quantizes its inputs to int8 per token on the fly, so its
-matrix product runs on int8 (Keras' `AbsMaxQuantizer`). The position table
-and the LayerNorms stay float32. Weights shrink about 4x; the model computes
-its outputs within the rounding of int8 (the tests measure how close).
-
-A quantized model is for inference: its int8 weights do not train.
-
-Its config records it (`"quantization": "int8"`), for the model's own layers
-(a task's head; its backbone's config records the backbone's): `from_config`
-builds the float model, then quantizes the same layers, whose int8 weights and
-scales the saved weights then fill. So `get_config`/`from_config`, `.keras`
-files and `save_to_preset`/`from_preset` give the quantized model back, on
-any backend. A model only part of whose layers are quantized (by
-`keras.Model.quantize` with `filters`) has no such record and is refused
-by `get_config`.
+`quantize` is `keras.Model.quantize(model, "int8")`: every `Dense` and
+`EinsumDense` and the token and segment tables keep int8 weights with one
+float32 scale per output channel (per row for a table), and a dense layer
+quantizes its inputs per token on the fly (Keras' `AbsMaxQuantizer`); the
+position table and the LayerNorms stay float32. A quantized model is for
+inference. Its config records the mode (`"quantization": "int8"`) for the
+model's own layers (a task's backbone records its own): `from_config` builds
+the float model, then quantizes the same layers, whose int8 weights the saved
+weights fill. A model only part of whose layers are quantized (`filters`)
+has no such record and is refused by `get_config`.
 """
 
 import contextlib
@@ -38,32 +28,9 @@ KERAS_WARNINGS = (r"Layer .* does not have a `quantize` method implemented", r"_
 
 
 def quantize(model, mode, config=None):
-    """Quantizes `model`'s weights to int8 for inference, in place (see the
-    module docstring). Layers quantized already (e.g. a task's backbone) stay as they are.
-
-    Args:
-        model: `kzoo.models.Backbone` or `kzoo.models.Task`. A built model
-            computing in float32 or bfloat16.
-        mode: str. `"int8"`, the one mode kzoo keeps through configs and presets.
-        config: `keras.quantizers.Int8QuantizationConfig` or None. Keras'
-            default one only (a config records the mode, not the
-            quantizers). Defaults to `None`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> inputs = {"token_ids": np.array([[2, 7, 9, 3]])}
-    >>> before = keras.ops.convert_to_numpy(backbone(inputs)["pooled_output"])
-    >>> backbone.quantize("int8")
-    >>> backbone.get_config()["quantization"], str(backbone.transformer_layers[0].weights[1].dtype)
-    ('int8', 'int8')
-    >>> after = keras.ops.convert_to_numpy(backbone(inputs)["pooled_output"])
-    >>> bool(np.abs(after - before).max() < 0.05)
-    True
-    """
+    """Quantizes `model`'s weights to int8 for inference, in place (`mode`:
+    "int8"; `config`: Keras' default one only, as a config records the mode, not
+    the quantizers). Layers quantized already (a task's backbone) stay as they are."""
     if mode not in MODES:
         raise ValueError(
             f"kzoo quantizes to {' or '.join(map(repr, MODES))} (Keras' int8 of the dense, einsum and "
@@ -98,12 +65,9 @@ def _quantize_layers(model, layers, mode):
 
 @contextlib.contextmanager
 def _one_garbage_collection():
-    """Buys a 2-layer classifier's quantization 78 of its 79 full garbage
-    collections, 0.5-0.8 s each in a process holding TensorFlow and a few
-    models (the torch quantization tests 142 -> 37 s, 2026-11-25): Keras'
-    `Layer.__delattr__` runs `gc.collect()` for every float kernel it drops;
-    inside this block `gc.collect()` does nothing, and one collection at the
-    end frees the same memory."""
+    """Keras' `Layer.__delattr__` runs `gc.collect()` for every float kernel it
+    drops; inside this block `gc.collect()` does nothing, and one collection at
+    the end frees the same memory."""
     collect = gc.collect
     gc.collect = lambda generation=2: 0
     try:
@@ -133,21 +97,8 @@ def _quantizable(model, skip=()):
 
 def mode_of(model):
     """The quantization mode of `model`'s own quantizable layers (a task's
-    outside its backbone, whose config records its own): None for float
-    ones, or a `ValueError` when only some are quantized (no config can
-    rebuild that).
-
-    Args:
-        model: keras.Model. A kzoo backbone or task.
-
-    Example:
-
-    >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> mode_of(backbone) is None
-    True
-    """
+    outside its backbone): None for float ones, or a `ValueError` when only
+    some are quantized (no config can rebuild that)."""
     modes = {layer.quantization_mode for layer in _quantizable(model, _parts(model))}
     if len(modes) > 1:
         raise ValueError(
@@ -164,47 +115,14 @@ def mode_of(model):
 
 
 def with_mode(model, config):
-    """`config` with `"quantization"` added when `model`'s own layers are
-    quantized (`mode_of`): kzoo's `Backbone.get_config` and `Task.get_config`.
-
-    Args:
-        model: keras.Model. The model whose config it is.
-        config: dict. Its config.
-
-    Example:
-
-    >>> from kzoo import BertBackbone
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> "quantization" in with_mode(backbone, {})
-    False
-    """
+    """`config` with `"quantization"` added when `model`'s own layers are quantized (`mode_of`)."""
     mode = mode_of(model)
     return config if mode is None else {**config, CONFIG_KEY: mode}
 
 
 def from_config(cls, config, build):
     """`build(cls, config)` without `"quantization"`, then its own layers
-    quantized as that says (a task's backbone, built from its own config,
-    is quantized already or not): kzoo's `Backbone.from_config` and
-    `Task.from_config`.
-
-    Args:
-        cls: type. The model class.
-        config: dict. Its config.
-        build: callable. `(cls, config) -> model`, e.g.
-            `kzoo.models.serialization.from_constructor_config`.
-
-    Example:
-
-    >>> from kzoo import BertBackbone
-    >>> from kzoo.models.serialization import from_constructor_config
-    >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-    ...                         hidden_dim=8, intermediate_dim=16)
-    >>> backbone.quantize("int8")
-    >>> from_config(BertBackbone, backbone.get_config(), from_constructor_config).get_config()["quantization"]
-    'int8'
-    """
+    quantized as that says (a task's backbone is built from its own config)."""
     config = dict(config)
     mode = config.pop(CONFIG_KEY, None)
     model = build(cls, config)

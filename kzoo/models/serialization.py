@@ -1,11 +1,7 @@
-"""Configs of kzoo's models and preprocessors: their constructor arguments.
-
-`kzoo.models.Backbone`, `kzoo.models.Task` and `kzoo.models.Preprocessor`
-each write `get_config` / `from_config` once, with these functions: a config
-holds the value of every named constructor parameter, read from the attribute
-of the same name, with Keras objects (a backbone, a preprocessor, a tokenizer,
-a dtype policy) serialized; `from_config` deserializes them and calls the
-constructor. A subclass adds a parameter by storing it under its own name.
+"""Configs of kzoo's models and preprocessors: their constructor arguments,
+read from the attributes of the same names, Keras objects (a backbone, a
+tokenizer, a dtype policy) serialized. A subclass adds a parameter by
+storing it under its own name.
 """
 
 import inspect
@@ -14,48 +10,15 @@ import keras
 
 
 def constructor_parameters(cls, skip=()):
-    """The names of `cls.__init__`'s named parameters, in order, without `skip`.
-
-    Args:
-        cls: type. A class.
-        skip: tuple of str. Names to leave out. Defaults to `()`.
-
-    Returns:
-        A tuple of str (`self`, `*args` and `**kwargs` left out).
-
-    Example:
-
-    >>> class Head:
-    ...     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
-    ...         pass
-    >>> constructor_parameters(Head, skip=("backbone",))
-    ('num_classes', 'dropout')
-    """
+    """The names of `cls.__init__`'s named parameters, in order, without `skip`."""
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return tuple(p.name for p in parameters if p.kind in named and p.name not in skip)
 
 
 def constructor_config(obj, skip=()):
-    """`{parameter: value}` for `obj`'s constructor, read from its attributes;
-    objects with a `get_config` are serialized with
-    `keras.saving.serialize_keras_object`.
-
-    Args:
-        obj: object. An instance whose constructor arguments are attributes.
-        skip: tuple of str. Parameters to leave out. Defaults to `()`.
-
-    Returns:
-        A dict, in the constructor's parameter order.
-
-    Example:
-
-    >>> class Pair:
-    ...     def __init__(self, first, second=2):
-    ...         self.first, self.second = first, second
-    >>> constructor_config(Pair(1))
-    {'first': 1, 'second': 2}
-    """
+    """`{parameter: value}` for `obj`'s constructor (without `skip`), read from
+    its attributes; objects with a `get_config` serialized by Keras."""
     config = {}
     for name in constructor_parameters(type(obj), skip):
         value = getattr(obj, name)
@@ -65,53 +28,32 @@ def constructor_config(obj, skip=()):
 
 def from_constructor_config(cls, config):
     """`cls(**config)` with every serialized Keras object in `config` (a dict
-    with `class_name` and `config`) deserialized first.
-
-    Args:
-        cls: type. The class to build.
-        config: dict. What `constructor_config` (plus `name`, `trainable`, ...) gave.
-
-    Returns:
-        A `cls`.
+    with `class_name` and `config`) deserialized first; a `ValueError` naming
+    the fields (e.g. of an edited config.json) the constructor does not take
+    or lacks, before Keras would wrap its `TypeError` in its own words.
 
     Example:
 
     >>> class Head:
     ...     def __init__(self, units, dtype=None):
     ...         self.units, self.dtype = units, dtype
-    >>> policy = keras.dtype_policies.serialize(keras.DTypePolicy("bfloat16"))
-    >>> from_constructor_config(Head, {"units": 2, "dtype": policy}).dtype.name
-    'bfloat16'
     >>> from_constructor_config(Head, {"unitz": 2})
     Traceback (most recent call last):
     ...
     ValueError: The Head config has unknown field(s) ['unitz'] and lacks ['units'] ...
     """
-    _check_fields(cls, config)
-    config = {
-        key: keras.saving.deserialize_keras_object(value) if _is_serialized(value) else value
-        for key, value in config.items()
-    }
-    return cls(**config)
-
-
-def _check_fields(cls, config):
-    """A `ValueError` naming the fields of a config (e.g. an edited
-    config.json) that the constructor does not take or needs and lacks,
-    before Keras would wrap the constructor's `TypeError` in its own words."""
-    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    if any(p.kind == p.VAR_KEYWORD for p in parameters):
-        named |= {"name", "trainable", "dtype"}  # keras.Model's arguments
-    required = [p.name for p in parameters if p.name in named and p.default is p.empty]
-    unknown = sorted(set(config) - named)
-    missing = [name for name in required if name not in config]
+    parameters, named = inspect.signature(cls.__init__).parameters, constructor_parameters(cls)
+    missing = [name for name in named if parameters[name].default is inspect.Parameter.empty and name not in config]
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        named += ("name", "trainable", "dtype")  # keras.Model's arguments
+    unknown = sorted(set(config) - set(named))
     problems = ([f"has unknown field(s) {unknown}"] if unknown else []) + ([f"lacks {missing}"] if missing else [])
     if problems:
         raise ValueError(
             f"The {cls.__name__} config {' and '.join(problems)} (was its config.json edited?). "
-            f"It takes {sorted(named)}."
+            f"It takes {sorted(set(named))}."
         )
+    return cls(**{k: keras.saving.deserialize_keras_object(v) if _is_serialized(v) else v for k, v in config.items()})
 
 
 def _is_serialized(value):

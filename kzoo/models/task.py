@@ -179,8 +179,8 @@ class Task(BaseModel):
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
         """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`,
-        the one way in: examples checked, labels converted and text packed once,
-        ids and lengths checked once, then batched by length (`order`); a
+        the one way in: examples checked, labels converted and text packed once, ids
+        and lengths checked once, then batched by length (`order`); a
         `tf.data.Dataset` checked batch by batch, its refused batches in `refused`."""
         x, y = check_examples(x, y, type(self).__name__, batch_size)
         if not isinstance(x, (dict, *IN_MEMORY)):  # a dataset, checked batch by batch; a generator: Keras' own
@@ -201,13 +201,11 @@ class Task(BaseModel):
     _length_batches = LengthBatches  # the batches' class (the embedder's differ for tuples of texts)
 
     def _packed(self, x, y, sample_weight):
-        """Examples in memory as packed NumPy inputs, ids and lengths checked:
-        raw text (tensors) packed by the preprocessor, packed inputs completed."""
-        limits = self.backbone.input_limits()
+        """Examples in memory as packed NumPy inputs, ids and lengths checked: text packed, packed inputs completed."""
         if not isinstance(x, dict):
             preprocessor = self.preprocessor if self.preprocessor is not None else self._require_preprocessor()
             x, y, sample_weight = batching.packed(preprocessor, x, y, sample_weight)
-            backend.check_batch(x, limits)
+            backend.check_batch(x, self.backbone.input_limits())
             return x, y, sample_weight
         x = {k: v.numpy() if isinstance(v, tf.Tensor) else v for k, v in x.items()}  # NumPy on every backend
         unknown = set(x) - set(self.input)
@@ -217,7 +215,7 @@ class Task(BaseModel):
                 f"{type(self).__name__} takes packed inputs with keys {list(self.input)} "
                 f"(`token_ids` required); got {found}."
             )
-        return self.complete_inputs(checked(x, limits)), y, sample_weight
+        return self.complete_inputs(checked(x, self.backbone.input_limits())), y, sample_weight
 
     # === Labels ===
 
@@ -227,8 +225,8 @@ class Task(BaseModel):
         """A `ValueError` for labels of a shape the task does not take (default: any)."""
 
     def _label_ids(self, labels, packed):
-        """Labels in memory converted once: to TensorFlow tensors, names to
-        ids (`label_names_argument`), their shape and range checked (`label_bounds`)."""
+        """Labels in memory converted once: to tensors, names to ids
+        (`label_names_argument`), their shape and range checked (`label_bounds`)."""
         if labels is None or isinstance(labels, dict):  # a dict: a label per output, as they are
             return labels
         owner = type(self).__name__
@@ -284,8 +282,7 @@ class Task(BaseModel):
 
     def _schedule_default_optimizer(self, x, epochs, steps_per_epoch):
         """Gives the default optimizer, not yet built, the schedule of
-        `default_optimizer(total_steps)` over the run without compiling again
-        (Keras' setter drops the constant rate's variable)."""
+        `default_optimizer(total_steps)` over the run, without compiling again."""
         if steps_per_epoch is None and isinstance(x, tf.data.Dataset) and int(x.cardinality()) > 0:
             steps_per_epoch = int(x.cardinality())
         if steps_per_epoch is None:
