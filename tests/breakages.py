@@ -38,7 +38,7 @@ BREAKAGES = {
         ["tests/layers/test_multi_head_attention.py"],
     ),
     "accumulation divides by the wrong count": (
-        "kzoo/models/batching.py",
+        "kzoo/models/accumulation.py",
         "totals = {name: float(np.sum(count[rows])) / steps for name, count in counts.items()}",
         "totals = {name: float(np.sum(count[rows])) / len(rows) for name, count in counts.items()}",
         ["tests/models/bert/test_gradient_accumulation.py", "tests/models/test_token_loss_accumulation.py"],

@@ -17,7 +17,7 @@ when one disappears (a silently unused override would only be slower).
   answer `auto_jit_compile`), `Model._distribute_strategy` (also read by
   `build_optimizer_before_fit`: Keras' TensorFlow trainer builds the optimizer
   inside the first traced step only without a strategy), `Layer._flatten_layers`,
-  `Trainer._compute_loss` (overridden by `CountsTokens`: every backend's train
+  `Trainer._compute_loss` (overridden by `BaseModel`: every backend's train
   and test steps compute the loss there, `kzoo.models.accumulation`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
   and their `_parallel_update_step`, `_get_variable_index`, `_momentums`,

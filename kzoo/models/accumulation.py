@@ -13,9 +13,9 @@ The data path knows the groups, so it computes `N / k` (the *normaliser*):
 `MicroBatches` cuts each epoch into batches of k·b examples (the big batches,
 drawn as `fit(batch_size=k·b)` draws them) and each into k micro-batches, and
 sends each micro-batch's normalisers with its sample weights
-(`with_normalisers`). A model whose loss counts tokens (`CountsTokens`) takes
-them out again (`split`) before Keras' loss and metrics see the weights, and
-rescales the loss (`renormalised_loss`); other models never look for them.
+(`with_normalisers`). `kzoo.models.BaseModel` takes them out again (`split`)
+before Keras' loss and metrics see the weights, and rescales the loss
+(`renormalised_loss`) of a model whose `loss_counts` says what it averages over.
 Every epoch is then a whole number of groups, so an epoch's end (where
 `keras.callbacks.BackupAndRestore` backs up) is a group's end as well.
 """
@@ -73,34 +73,6 @@ class MicroBatches(LengthBatches):
     def __getitem__(self, index):
         x, y, sample_weight = (*self.batch(self.batches[index]), None, None)[:3]
         return x, y, with_normalisers(sample_weight, self.normalisers[index], len(self.batches[index]))
-
-
-class CountsTokens:
-    """The base (before `BaseModel`) of a model whose loss is a mean over tokens:
-    under gradient accumulation `fit` normalises each micro-batch over its
-    group's `loss_counts`."""
-
-    def loss_counts(self, y, sample_weight=None):
-        """What the loss averages over, per example: `{name: (batch,) tensor}`, one
-        entry per mean in the loss, or None for a loss that is not such a mean."""
-        return None
-
-    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
-        """A micro-batch's `loss` (a mean over the one count of `loss_counts`) as its
-        share of its group's mean: times its count over the normaliser (group's count / k)."""
-        (name, normaliser), = normalisers.items()
-        count = ops.sum(self.loss_counts(y, sample_weight)[name])
-        return loss * count / normaliser
-
-    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        # Keras' train and test steps (every backend) compute the loss here: the
-        # normalisers sent with the sample weights go to `renormalised_loss`.
-        sample_weight, normalisers = split(sample_weight)
-        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
-        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, y_pred, split(sample_weight)[0])
 
 
 NORMALISERS = "loss_normalisers"

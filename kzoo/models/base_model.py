@@ -48,8 +48,6 @@ class BaseModel(keras.Model):
 
     compiles_itself = False
 
-    # === Config ===
-
     def get_config(self):
         config = {"name": self.name, "trainable": self.trainable,
                   **serialization.constructor_config(self, skip=("dtype",))}
@@ -83,8 +81,7 @@ class BaseModel(keras.Model):
         Example:
 
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> backbone.quantize("int8")
         >>> backbone.get_config()["quantization"]
         'int8'
@@ -166,15 +163,12 @@ class BaseModel(keras.Model):
         Example:
 
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> backbone.enable_lora(2)
         >>> "lora" in backbone.merge_lora().get_config()
         False
         """
         return lora.merged(self)
-
-    # === Saving ===
 
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
         """`keras.Model.save`, atomic: the `.keras` file is written beside
@@ -186,8 +180,7 @@ class BaseModel(keras.Model):
 
         >>> import os, tempfile
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> path = os.path.join(tempfile.mkdtemp(), "backbone.keras")
         >>> backbone.save(path)
         >>> os.listdir(os.path.dirname(path))
@@ -205,8 +198,7 @@ class BaseModel(keras.Model):
 
         >>> import os, tempfile
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> path = os.path.join(tempfile.mkdtemp(), "backbone.weights.h5")
         >>> backbone.save_weights(path)
         >>> os.listdir(os.path.dirname(path))
@@ -238,12 +230,30 @@ class BaseModel(keras.Model):
         if str(filepath).endswith(".weights.h5"):
             lora.restore_state(self, filepath)
 
+    def loss_counts(self, y, sample_weight=None):
+        """What the loss averages over, per example (`{name: (batch,) tensor}`, e.g. real target
+        tokens), for accumulation equal to the big batch (`kzoo.models.accumulation`); None: no such mean."""
+        return None
+
+    def renormalised_loss(self, loss, y, y_pred, sample_weight, normalisers):
+        """A micro-batch's `loss` (a mean over the one count of `loss_counts`) as its
+        share of its group's mean: times its count over the normaliser (group's count / k)."""
+        (name, normaliser), = normalisers.items()
+        return loss * keras.ops.sum(self.loss_counts(y, sample_weight)[name]) / normaliser
+
+    def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        # Keras' train and test steps compute the loss here; micro-batches send normalisers with their weights.
+        sample_weight, normalisers = accumulation.split(sample_weight)
+        loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
+        return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
+
     def make_train_function(self, force=False):
         if self.train_function is None and getattr(getattr(self, "backbone", self), "_lora", None):
             lora.revive(self)  # factors Keras zeroed when loading a `.keras` file
         return super().make_train_function(force=force)
-
-    # === Keras entry points ===
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=None, *, sample_weight=None, **kwargs):
@@ -272,7 +282,7 @@ class BaseModel(keras.Model):
         refused = []  # this call's batches refused inside tf.data (`kzoo.models.input_checks`)
         seed = int(np.random.randint(2**31 - 1))
         train, data = self._prepare(x, y, sample_weight, batch_size, order, seed, refused)
-        if isinstance(self, accumulation.CountsTokens):  # micro-batches normalised over their group's tokens
+        if type(self).loss_counts is not BaseModel.loss_counts:  # micro-batches normalised over their group's tokens
             train, data = accumulation.accumulated(self, train, data, order)
         if data is not None:
             follow = keras.callbacks.LambdaCallback(on_epoch_begin=data.set_epoch)  # a resumed fit: its epoch
@@ -353,8 +363,7 @@ class BaseModel(keras.Model):
 
         >>> import numpy as np
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> backbone.compile(optimizer="sgd", loss={"pooled_output": "mse"})
         >>> backbone.train_on_batch({"token_ids": np.full((2, 4), 50)}, {"pooled_output": np.zeros((2, 8))})
         Traceback (most recent call last):
@@ -374,8 +383,7 @@ class BaseModel(keras.Model):
 
         >>> import numpy as np
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> backbone.compile(loss={"pooled_output": "mse"})
         >>> x = {"token_ids": np.ones((2, 4), "int32")}
         >>> float(backbone.test_on_batch(x, {"pooled_output": np.zeros((2, 8))})) >= 0
@@ -392,8 +400,7 @@ class BaseModel(keras.Model):
 
         >>> import numpy as np
         >>> from kzoo import BertBackbone
-        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2,
-        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         >>> backbone.predict_on_batch({"token_ids": np.ones((2, 4), "int32")})["sequence_output"].shape
         (2, 4, 8)
         """

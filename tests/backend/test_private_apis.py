@@ -21,7 +21,7 @@ def test_keras_trainer_still_resolves_auto_jit_compile_through_the_overridden_me
 
 
 def test_keras_steps_compute_the_loss_through_the_overridden_method():
-    # kzoo's accumulation.CountsTokens._compute_loss takes gradient accumulation's loss
+    # kzoo's BaseModel._compute_loss takes gradient accumulation's loss
     # normalisers out of the sample weights (kzoo.models.accumulation).
     assert callable(getattr(keras.Model, "_compute_loss", None))
     for backend in ("tensorflow", "jax", "torch"):

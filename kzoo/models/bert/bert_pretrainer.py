@@ -28,7 +28,6 @@ import keras
 from keras import ops
 
 from kzoo.distribution import replica_loss
-from kzoo.models.accumulation import CountsTokens
 from kzoo.models.bert.bert_fill_mask import BertFillMask
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
 from kzoo.models.bert.bert_masked_lm_head import BertMaskedLMHead, check_mask_positions
@@ -48,7 +47,7 @@ def _keys(structure):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertPretrainer(BertFillMask, CountsTokens, Task):
+class BertPretrainer(BertFillMask, Task):
     """BERT pre-training: masked LM + next sentence prediction (BERT sec. 3.1, A.1, A.2).
 
     A `kzoo.BertBackbone`, a `BertMaskedLMHead` whose output projection is the

@@ -5,7 +5,6 @@ import numpy as np
 from keras import ops
 
 from kzoo.models import input_checks
-from kzoo.models.accumulation import CountsTokens
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_bio_tags import entity_f1
 from kzoo.models.bert.bert_heads import dense_head, float32_logits
@@ -67,7 +66,7 @@ class TokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertTokenClassifier(CountsTokens, Task):
+class BertTokenClassifier(Task):
     """BERT with a classification layer on every token: softmax(T_i W), read at
     each word's first sub-token (BERT sec. 5.3).
 

@@ -22,7 +22,6 @@ from kzoo.layers import (
     TransformerEncoderBlock,
 )
 from kzoo.models.backbone import Backbone
-from kzoo.models.accumulation import CountsTokens
 from kzoo.models.input_checks import check_ints
 from kzoo.models.transformer.transformer_generation import TransformerGeneration
 from kzoo.models.transformer.transformer_inputs import INPUT_NAMES, check_config, standardize_inputs
@@ -34,7 +33,7 @@ from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class Transformer(TransformerGeneration, CountsTokens, Backbone):
+class Transformer(TransformerGeneration, Backbone):
     """The Transformer: a post-LN encoder-decoder for translation (sec. 3, Figure 1).
 
     Source and target share one vocabulary and one embedding matrix, which is
