@@ -13,7 +13,7 @@ The data path knows the groups, so it computes `N / k` (the *normaliser*):
 `MicroBatches` cuts each epoch into batches of k·b examples (the big batches,
 drawn as `fit(batch_size=k·b)` draws them) and each into k micro-batches, and
 sends each micro-batch's normalisers with its sample weights
-(`with_normalisers`). `kzoo.models.BaseModel` takes them out again (`split`)
+(`with_normalisers`). `kzoo.models.BaseModel` takes them out again
 before Keras' loss and metrics see the weights, and rescales the loss
 (`renormalised_loss`) of a model whose `loss_counts` says what it averages over.
 Every epoch is then a whole number of groups, so an epoch's end (where
@@ -106,11 +106,3 @@ def with_normalisers(sample_weight, normalisers, rows):
     """A batch's sample weights with its normalisers beside them, one value per example (Keras may split a batch)."""
     packed = {NORMALISERS: {name: np.full((rows,), value, "float32") for name, value in normalisers.items()}}
     return packed if sample_weight is None else {**packed, SAMPLE_WEIGHT: sample_weight}
-
-
-def split(sample_weight):
-    """`(sample_weight, normalisers)`: a batch's own weights (or None) and its normalisers as scalars (or None)."""
-    if not isinstance(sample_weight, dict) or NORMALISERS not in sample_weight:
-        return sample_weight, None
-    normalisers = {name: value[0] for name, value in sample_weight[NORMALISERS].items()}  # equal in a batch
-    return sample_weight.get(SAMPLE_WEIGHT), normalisers

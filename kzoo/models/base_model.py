@@ -243,12 +243,20 @@ class BaseModel(keras.Model):
 
     def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         # Keras' train and test steps compute the loss here; micro-batches send normalisers with their weights.
-        sample_weight, normalisers = accumulation.split(sample_weight)
+        sample_weight, normalisers = self._split_normalisers(sample_weight)
         loss = super()._compute_loss(x, y, y_pred, sample_weight, training)
         return loss if normalisers is None else self.renormalised_loss(loss, y, y_pred, sample_weight, normalisers)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, y_pred, accumulation.split(sample_weight)[0])
+        return super().compute_metrics(x, y, y_pred, self._split_normalisers(sample_weight)[0])
+
+    @staticmethod
+    def _split_normalisers(sample_weight):
+        # `(sample_weight, normalisers)`: a batch's own weights (or None) and its normalisers as scalars (or None).
+        if not isinstance(sample_weight, dict) or accumulation.NORMALISERS not in sample_weight:
+            return sample_weight, None
+        normalisers = {name: value[0] for name, value in sample_weight[accumulation.NORMALISERS].items()}
+        return sample_weight.get(accumulation.SAMPLE_WEIGHT), normalisers  # each equal across a batch
 
     def make_train_function(self, force=False):
         if self.train_function is None and getattr(getattr(self, "backbone", self), "_lora", None):
@@ -259,16 +267,13 @@ class BaseModel(keras.Model):
             validation_split=0.0, validation_data=None, shuffle=None, *, sample_weight=None, **kwargs):
         """`keras.Model.fit` on checked data (a task's also raw text).
 
-        Examples in memory go in batches of similar lengths drawn from
-        `(seed, epoch)` (`kzoo.models.batching`), so a `fit` resumed by
-        `keras.callbacks.BackupAndRestore` sees the uninterrupted one's
-        batches; a dataset read with `steps_per_epoch` is read on from where
-        a backup stopped. `validation_split` holds out the last fraction of
-        examples in memory, before shuffling, as Keras does (raw text and
-        label names too; not a dataset); `validation_data=(x_val, y_val)`
-        takes what `fit` takes, batched by length with `validation_batch_size`
-        (else `batch_size`). `shuffle=None` (the default) is True except for
-        a `tf.data.Dataset`, which shuffles itself."""
+        Examples in memory go in batches of similar lengths drawn from `(seed, epoch)`
+        (`kzoo.models.batching`): a `fit` resumed by `keras.callbacks.BackupAndRestore` sees
+        the uninterrupted one's batches, and a dataset read with `steps_per_epoch` goes on from
+        the backup. `validation_split` holds out the last fraction of examples in memory before
+        shuffling, as Keras does (raw text and label names too); `validation_data` takes what
+        `fit` takes, in batches of `validation_batch_size` (else `batch_size`). `shuffle=None`
+        (the default) is True except for a `tf.data.Dataset`."""
         if self.compiles_itself and not self.compiled:
             self.compile()
         owner = type(self).__name__
@@ -308,8 +313,7 @@ class BaseModel(keras.Model):
         """`keras.Model.evaluate` on checked data (a task's also raw text),
         examples in memory in batches of similar lengths (as `fit`)."""
         if kwargs.get("_use_cached_eval_dataset"):
-            # `fit`'s validation pass: Keras reads the validation batches `fit` prepared and
-            # checked (its cached iterator), whatever `x` says.
+            # `fit`'s validation pass: Keras reads the batches `fit` prepared and checked, whatever `x` says.
             return super().evaluate(x, y, batch_size, verbose, sample_weight=sample_weight, **kwargs)
         if self.compiles_itself and not self.compiled:
             self.compile()
@@ -319,12 +323,10 @@ class BaseModel(keras.Model):
             return super().evaluate(**prepared, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """`keras.Model.predict` on checked data (a task's also raw text).
-
-        Examples in memory run in batches of similar lengths, each by Keras'
-        `predict_on_batch` (with `callbacks` and a progress bar over several
-        batches); outputs come back in the caller's order, a sequence axis at
-        the packed length (0 beyond each batch's padded length)."""
+        """`keras.Model.predict` on checked data (a task's also raw text). Examples in memory
+        run in batches of similar lengths, each by Keras' `predict_on_batch` (with `callbacks`
+        and a progress bar over several batches); outputs come back in the caller's order, a
+        sequence axis at the packed length (0 beyond each batch's padded length)."""
         refused = []
         prepared, data = self._prepare(x, batch_size=batch_size, refused=refused)
         if data is not None and kwargs.get("steps") is not None:
