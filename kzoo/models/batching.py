@@ -82,16 +82,16 @@ class LengthBatches(keras.utils.PyDataset):
 def packed(preprocessor, x, y=None, sample_weight=None):
     """`(inputs, labels, sample_weight)` as NumPy: examples in memory (tensors
     from `to_tensors`) packed by `preprocessor`, one call per `PACKING_CHUNK`
-    examples (a progress bar beyond one); texts alone through one `tf.function`
-    traced once per preprocessor and settings."""
-    traced = preprocessor.traceable and y is None and sample_weight is None
-    settings = (preprocessor.tokenizer, getattr(preprocessor, "sequence_length", None))
+    examples (a progress bar beyond one); texts alone, once the preprocessor
+    says it pays (`Preprocessor._traces_texts`), through one `tf.function` traced
+    per preprocessor and settings."""
+    traced = y is None and sample_weight is None and preprocessor._traces_texts()
     chunks = []
     starts = range(0, int(keras.tree.flatten(x)[0].shape[0]), PACKING_CHUNK)  # tensors (ragged too): rows known
     for start in tqdm.tqdm(starts, desc="Preprocessing", unit="chunk", disable=len(starts) < 2):
         stop = start + PACKING_CHUNK
         part = row_range(x, start, stop), row_range(y, start, stop), row_range(sample_weight, start, stop)
-        outputs = _traced_call(preprocessor, settings, part[0]) if traced else preprocessor.call(*part)
+        outputs = _traced(preprocessor, part[0]) if traced else preprocessor.call(*part)
         chunks.append(keras.tree.map_structure(_to_numpy, keras.utils.unpack_x_y_sample_weight(outputs)))
     if len(chunks) == 1:
         return chunks[0]
@@ -104,7 +104,16 @@ def _call(preprocessor, settings, x):
 
 
 # tf.data code on every backend; each preprocessor's traces counted apart (no retracing warning).
-_traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, reduce_retracing=True, autograph=False))
+_traced_call = tensorflow_backend.without_retracing_warning(tf.function(_call, autograph=False))
+
+
+def _traced(preprocessor, x):
+    # Traced for any number of rows from the first trace, not again when the row count changes.
+    settings = (preprocessor.tokenizer, getattr(preprocessor, "sequence_length", None))
+    specs = keras.tree.map_structure(
+        lambda t: tf.RaggedTensorSpec([None] * t.shape.rank, t.dtype, t.ragged_rank, t.row_splits.dtype)
+        if isinstance(t, tf.RaggedTensor) else tf.TensorSpec([None] * t.shape.rank, t.dtype), x)
+    return _traced_call.get_concrete_function(preprocessor, settings, specs)(preprocessor, settings, x)
 
 
 def _to_numpy(value):

@@ -61,9 +61,6 @@ class Preprocessor(keras.layers.Layer):
 
     tokenizer_class = None
     labels_per_token = False
-    # Whether `call` on texts alone may run as a traced `tf.function` (its
-    # checks hold on unknown shapes), traced once instead of run eagerly per call.
-    traceable = False
 
     def __init__(self, tokenizer, padding="longest"):
         if padding not in PADDING_MODES:
@@ -75,6 +72,12 @@ class Preprocessor(keras.layers.Layer):
         self.tokenizer = tokenizer
         self.padding = padding
         self.built = True  # no variables
+
+    def _traces_texts(self):
+        """Whether this call of `call` on texts alone (e.g. `predict`'s) runs as
+        a traced `tf.function` (`kzoo.models.batching.packed`); here never: a
+        subclass whose checks hold on unknown shapes may say when."""
+        return False
 
     @tf.autograph.experimental.do_not_convert  # graph-ready TF ops: nothing to convert
     def __call__(self, *args, **kwargs):

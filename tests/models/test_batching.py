@@ -150,3 +150,25 @@ def test_embeddings_equal_fixed_padding(pooling):
     longest, fixed = pair(kzoo.BertTextEmbedder, "max_length", pooling=pooling)
     texts = texts_of_every_length()
     np.testing.assert_allclose(longest.encode(texts, verbose=0), fixed.encode(texts, verbose=0), atol=1e-5)
+
+
+@pytest.mark.backend_independent
+def test_texts_alone_are_traced_after_the_eager_calls_and_pack_the_same():
+    from kzoo.models import batching
+    from kzoo.models.input_checks import to_tensors
+
+    preprocessor = kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), SEQUENCE_LENGTH)
+    traces = batching._traced_call.experimental_get_tracing_count()
+    texts, pairs = texts_of_every_length(9), (texts_of_every_length(9, 1), texts_of_every_length(9, 2))
+    eager = [batching.packed(preprocessor, to_tensors(x))[0] for x in (texts, pairs)]
+    for _ in range(preprocessor.eager_text_calls - 2):
+        batching.packed(preprocessor, to_tensors(texts[:1]))
+    assert batching._traced_call.experimental_get_tracing_count() == traces  # one-off calls never trace
+    for rows in (9, 1, 4):  # one trace for texts, whatever the number of rows
+        traced = batching.packed(preprocessor, to_tensors(texts[:rows]))[0]
+        for key, value in traced.items():
+            np.testing.assert_array_equal(value, eager[0][key][:rows])
+    traced_pairs = batching.packed(preprocessor, to_tensors(pairs))[0]  # and one for pairs
+    for key, value in traced_pairs.items():
+        np.testing.assert_array_equal(value, eager[1][key])
+    assert batching._traced_call.experimental_get_tracing_count() == traces + 2
