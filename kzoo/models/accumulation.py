@@ -27,6 +27,7 @@ from keras import ops
 
 from kzoo.models.batching import LengthBatches
 
+
 def accumulated(model, train, data, order):
     """`(train, data)` as micro-batches, k of them the big batch, when `model`'s optimizer accumulates gradients."""
     steps = int(getattr(model.optimizer, "gradient_accumulation_steps", None) or 1)
@@ -45,14 +46,12 @@ def accumulated(model, train, data, order):
         return train, data
     if data is None and train["y"] is None:
         return train, data
-    if data is None:  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
-        data = LengthBatches(train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32,
-                             order, padding="max_length")
-    counts = model.loss_counts(*data.arrays[1:])  # every example's, counted once
+    batches = data or LengthBatches(  # packed inputs in memory that Keras would batch (e.g. the Transformer's)
+        train["x"], train["y"], train["sample_weight"], train["batch_size"] or 32, order, padding="max_length")
+    counts = model.loss_counts(*batches.arrays[1:])  # every example's, counted once
     if counts is None:
         return train, data
-    data = MicroBatches(data, steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
-    return data.for_keras(), data
+    return None, MicroBatches(batches, steps, {name: ops.convert_to_numpy(count) for name, count in counts.items()})
 
 
 class MicroBatches(LengthBatches):

@@ -24,8 +24,9 @@ class BaseModel(keras.Model):
 
     Subclasses (`kzoo.models.Backbone`, `kzoo.models.Task`) define
     `_prepare(x, y, sample_weight, batch_size, order, seed, refused)`, which returns
-    Keras' arguments `{"x", "y", "sample_weight", "batch_size"}` and, for data
-    batched by length, the `kzoo.models.batching.LengthBatches` (else None).
+    Keras' arguments `{"x", "y", "sample_weight", "batch_size"}` and None, or for
+    data batched by length None and the `kzoo.models.batching.LengthBatches`
+    (what Keras reads of it, `for_keras()`, built by `fit` and `evaluate` only).
     A class with `compiles_itself = True` compiles with its recipe at its
     first `fit`, `evaluate` or `*_on_batch` with labels.
 
@@ -291,13 +292,14 @@ class BaseModel(keras.Model):
             train, data = accumulation.accumulated(self, train, data, order)
         if data is not None:
             follow = keras.callbacks.LambdaCallback(on_epoch_begin=data.set_epoch)  # a resumed fit: its epoch
-            callbacks, shuffle = [*(callbacks or []), follow], False
+            callbacks, shuffle, train = [*(callbacks or []), follow], False, data.for_keras()
         elif isinstance(train["x"], tf.data.Dataset) and kwargs.get("steps_per_epoch"):
             train["x"] = resumed_stream(train["x"], callbacks, kwargs["steps_per_epoch"])
         if validation_data is not None:
             held_batch_size = kwargs.pop("validation_batch_size", None) or batch_size
             held_x, held_y, held_w = keras.utils.unpack_x_y_sample_weight(validation_data)
-            held = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)[0]
+            held, held_data = self._prepare(held_x, held_y, held_w, held_batch_size, refused=refused)
+            held = held or held_data.for_keras()
             validation_data = held["x"] if held["y"] is None else (held["x"], held["y"], held["sample_weight"])
         if getattr(self, "_default_optimizer_pending", False) and not self.optimizer.built:
             steps = kwargs.get("steps_per_epoch") or (len(data) if data is not None else None)
@@ -318,9 +320,9 @@ class BaseModel(keras.Model):
         if self.compiles_itself and not self.compiled:
             self.compile()
         refused = []
-        prepared = self._prepare(x, y, sample_weight, batch_size, refused=refused)[0]
+        prepared, data = self._prepare(x, y, sample_weight, batch_size, refused=refused)
         with backend.checked_upstream(self, refused):
-            return super().evaluate(**prepared, verbose=verbose, **kwargs)
+            return super().evaluate(**(prepared or data.for_keras()), verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`keras.Model.predict` on checked data (a task's also raw text). Examples in memory

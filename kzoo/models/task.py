@@ -178,7 +178,7 @@ class Task(BaseModel):
         return {**inputs, **completed}
 
     def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
-        """`(keras arguments x, y, sample_weight, batch_size; LengthBatches or None)`,
+        """`(Keras' arguments x, y, sample_weight, batch_size, or None; LengthBatches or None)`,
         the one way in: examples checked, labels converted and text packed once, ids
         and lengths checked once, then batched by length (`order`); a
         `tf.data.Dataset` checked batch by batch, its refused batches in `refused`."""
@@ -196,7 +196,7 @@ class Task(BaseModel):
             labels_per_token=getattr(self.preprocessor, "labels_per_token", False), seed=seed,
             compiled=bool(self.jit_compile),  # few lengths for XLA; any multiple of 8 for torch
         )
-        return data.for_keras(), data
+        return None, data
 
     _length_batches = LengthBatches  # the batches' class (the embedder's differ for tuples of texts)
 
