@@ -3,17 +3,16 @@
 import gc
 import os
 
-# XLA's LLVM back end at optimisation level 1 with the classic CPU fusion
-# emitters: the suite's programs are tiny and compiled once each. A tiny BERT
-# classifier's JAX train step (batch 64 x 24) compiles in 4.5 s and runs in
-# 27 ms at level 1, 6.4 s / 29 ms at the default level 3, 4.1 s / 83 ms at
-# level 0 (which doubled the 576-step SQuAD fixture). Without the MLIR fusion
-# emitters a fresh tiny classifier's first fit took 1.70 s of CPU instead of
-# 2.52 (2026-11-28); compiled as one LLVM module instead of split for parallel
-# code generation, 3.5 s instead of 4.1 on a first fit. Set before JAX/TF start XLA.
+# XLA's LLVM back end at optimisation level 0, the classic CPU fusion emitters,
+# one LLVM module: the suite's programs are tiny and compiled once each, so the
+# compile is the cost. A tiny BERT classifier's JAX first fit took 1.4 s of CPU
+# at level 0, 3.2 s at level 1 (its steps run 3x slower: 36 ms against 12 at
+# 64 x 24, 2026-11-28); the MLIR fusion emitters or a split module cost 1.5-2x
+# more. Tests that train for many steps run under torch (`once`). Set before
+# JAX/TF start XLA; the processes tests start inherit it.
 os.environ["XLA_FLAGS"] = " ".join(flag for flag in (
     os.environ.get("XLA_FLAGS", ""),
-    "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1",
+    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1",
 ) if flag)
 
 import keras

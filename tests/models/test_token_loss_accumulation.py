@@ -14,7 +14,9 @@ import kzoo
 from kzoo.models import accumulation
 from tests.models.bert.task_fixtures import VOCABULARY
 
-TOLERANCE = 1e-6
+# float32 rounding: the two ways sum in different orders, and Adam's division by
+# sqrt(v) makes a gradient's last bits a weight's 1e-6 (seen at XLA level 0).
+TOLERANCE = 3e-6
 WORDS = VOCABULARY[5:25]
 
 

@@ -9,7 +9,8 @@ calls must still work. Each case below runs:
 - TensorFlow: inside a `tf.function` whose input signature has `None` for
   every batch and sequence dimension (only feature widths are known), at
   inference and with dropout active;
-- JAX: inside `jax.jit` (through `stateless_call` for layers), at two shapes;
+- JAX: inside `jax.jit` (through `stateless_call` for layers), at two shapes at
+  inference and at one with dropout active (each shape is a compile of its own);
 - torch: eagerly, at two shapes;
 
 and at inference gives the eager outputs within 1e-5. `test_every_public_layer_and_model_is_covered`
@@ -282,7 +283,8 @@ def test_unknown_batch_and_sequence_dimensions(name):
     compared = {"tensorflow": len(SHAPES), "jax": 1}.get(keras.backend.backend(), 0)
     for training in (False,) if " generate" in name else (False, True):  # generate takes no `training`
         function = traced(target, call, training, examples[0])
-        for index, ((batch, length), example) in enumerate(zip(SHAPES, examples)):
+        shapes = 1 if training and keras.backend.backend() == "jax" else len(SHAPES)
+        for index, ((batch, length), example) in enumerate(zip(SHAPES[:shapes], examples)):
             output = ops.convert_to_numpy(function(example))
             assert output.shape[0] == batch, (name, output.shape)
             assert np.isfinite(output).all(), name
@@ -310,12 +312,13 @@ def pretraining_dataset(length, batch=4, count=8):
 
 
 @pytest.mark.parametrize("jit_compile", [False, "auto"])
-def test_pretraining_phases_at_two_lengths(jit_compile):
+def test_pretraining_phases_at_two_lengths(jit_compile, monkeypatch):
     """The README's main job: a second phase at another length re-traces the
     train step with unknown dimensions (a crash seen on TensorFlow,
     with and without XLA; JAX compiles either way, torch runs eagerly)."""
     if jit_compile is False and keras.backend.backend() != "tensorflow":
         pytest.skip("jit_compile=False differs from the default only on TensorFlow")
+    monkeypatch.setenv("KZOO_XLA_ON_TENSORFLOW", "1")  # "auto": XLA on TensorFlow, as users get it (conftest.py)
     model = kzoo.BertPretrainer(bert_backbone())
     model.compile(optimizer=kzoo.bert_pretraining_optimizer(total_steps=8, warmup_steps=1), jit_compile=jit_compile)
     losses = []
