@@ -116,16 +116,12 @@ WHY = {
     "KerasHub's Kaggle files) and compares their outputs": [
         "tests/checkpoints/test_sentence_transformers.py::test_released_model_equals_sentence_transformers",
         "tests/checkpoints/test_google.py::test_pretrainer_matches_transformers_with_the_same_arrays",
-        "tests/checkpoints/test_kaggle.py::test_every_bert_class_resolves_the_handle",
         "tests/models/bert/test_fill_mask.py::test_fill_mask_matches_transformers",
         "tests/models/bert/test_bert_pretrainer.py::test_pretrainer_logits_and_loss_match_numpy",
     ],
     "traces tf.data pipelines of tokenizing and packing ops in graph mode, or writes a corpus to "
     "TFRecord shards several times (once with two worker processes)": [
         "tests/data/test_corpus_shards.py::test_shards_depend_only_on_the_seed_and_the_file",
-        "tests/models/bert/test_bert_squad_metrics.py::test_tf_data_map_on_batches",
-        "tests/models/bert/test_bert_squad_metrics.py::test_graph_mode_length_check",
-        "tests/models/bert/test_bert_squad_metrics.py::test_tf_data_reports_a_wrong_answer",
         "tests/models/transformer/test_transformer_tokenizer.py::test_graph_mode_in_tf_data",
     ],
 }

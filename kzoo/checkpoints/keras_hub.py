@@ -117,26 +117,32 @@ def download(handle):
     """The local directory of a `kaggle://` handle: kagglehub's complete cached copy, else downloaded."""
     model, version = parse_handle(handle)
     kagglehub = _kagglehub()
+    # A complete cached copy straight from kagglehub's cache code: `model_download` would return the
+    # same folder, but works out its user agent first by walking the call stack with
+    # `inspect.stack()` six times per call (0.1-0.5 s each, once per file).
+    cached = _cached_directory(model, version) if version is not None else None
+    if cached is not None:
+        return cached
     try:
-        if version is not None and _cached_layout(model, version) == "files":  # as KerasHub left them
-            paths = [kagglehub.model_download(f"{model}/{version}", name) for name in PRESET_FILES]
-            return os.path.dirname(paths[0])
-        # The whole version: from the cache when complete there, else downloaded once.
+        # The whole version, downloaded once (or the latest version, which only Kaggle can name).
         return kagglehub.model_download(model if version is None else f"{model}/{version}")
     except Exception as error:  # no network, unknown handle, a gated model: the message names the cause
         reason = f"the download failed ({type(error).__name__}: {str(error)[:200]})"
         raise _unavailable(handle, model, version, reason) from error
 
 
-def _cached_layout(model, version):
-    """How kagglehub's cache holds `model/version` completely, asking its cache code, not the network:
-    "bundle" (as `model_download(handle)` leaves it), "files" (KerasHub's `from_preset`) or None."""
+def _cached_directory(model, version):
+    """The folder of `model/version` when kagglehub's cache holds it completely, asking its cache
+    code, not the network: as `model_download(handle)` leaves it (the whole version, one marker)
+    or as KerasHub's `from_preset` does (each file of PRESET_FILES marked complete); else None."""
     cache_module, handle_module = _kagglehub("cache"), _kagglehub("handle")
     try:
         cache, parsed = cache_module.Cache(), handle_module.parse_model_handle(f"{model}/{version}")
-        if cache.load_from_cache(parsed):
-            return "bundle"
-        return "files" if all(cache.load_from_cache(parsed, name) for name in PRESET_FILES) else None
+        bundle = cache.load_from_cache(parsed)
+        if bundle:
+            return bundle
+        files = [cache.load_from_cache(parsed, name) for name in PRESET_FILES]
+        return os.path.dirname(files[0]) if all(files) else None
     except Exception:  # noqa: BLE001 (another kagglehub's cache API: let model_download look)
         return None
 
@@ -156,7 +162,7 @@ def _unavailable(handle, model, version, reason):
     ]
     if version is None:  # the versions the cache holds completely
         names = os.listdir(os.path.join(cache, folder)) if os.path.isdir(os.path.join(cache, folder)) else []
-        cached = sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_layout(model, int(n)))
+        cached = sorted(int(n) for n in names if n.isdigit() and int(n) > 0 and _cached_directory(model, int(n)))
         reason = f"it names no version, which only Kaggle can resolve to the latest one; {reason}"
         ways_out.insert(0, "write the version: " + (
             " or ".join(f"{KAGGLE_PREFIX}{model}/{v}" for v in cached) + " (cached here)" if cached

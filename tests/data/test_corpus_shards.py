@@ -127,14 +127,18 @@ def test_not_next_partners_come_from_the_same_window(tmp_path):
     assert 0.3 < not_next / len(batch["next_sentence_label"]) < 0.7
 
 
-def test_shards_depend_only_on_the_seed_and_the_file(tmp_path, text_files, shards, tokenizer):
+def test_shards_depend_only_on_the_seed_and_the_file(tmp_path, text_files, shards, tokenizer, monkeypatch):
     """One process, two spawned processes, or one file written alone, under
     any TensorFlow global seed: the same bytes; another seed: other examples."""
     def contents(files):
         return [open(f, "rb").read() for f in files]
 
     expected = contents(shards)
-    assert contents(write(text_files, tmp_path / "two", tokenizer, num_processes=2)) == expected
+    # A file per process; they start on Keras' TensorFlow backend (the shards
+    # are TensorFlow data code): each import of torch cost ~3 s of CPU.
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    assert contents(write(text_files[:2], tmp_path / "two", tokenizer, num_processes=2)) == expected[:2]
+    monkeypatch.undo()
     tf.random.set_seed(99)
     assert contents(write(text_files[2:3], tmp_path / "alone", tokenizer)) == expected[2:3]
     other = contents(write(text_files[:1], tmp_path / "seed", tokenizer, seed=6))

@@ -71,9 +71,11 @@ def max_abs_diff(a, b):
 # === Fine-tuning from a pre-trained preset (sec. 3.2, 4.2) ===
 
 # 1536 one-window examples: 24 full batches of 64 per epoch (no smaller last
-# batch to compile for); 24 epochs = 576 steps. The identity matching is
+# batch to compile for); 18 epochs = 432 steps. The identity matching is
 # learned after 150-200 steps (JAX, 3 of 3 seeds; fewer steps failed on some).
-NUM_EXAMPLES, EPOCHS, BATCH_SIZE, LEARNING_RATE = 1536, 24, 64, 3e-3
+# On torch the final loss is 2.3% of the first epoch's after 18 epochs (bound
+# 5%; 4.2% after 16, 23% after 12) and every held-out accuracy 1.0 (bounds 0.9).
+NUM_EXAMPLES, EPOCHS, BATCH_SIZE, LEARNING_RATE = 1536, 18, 64, 3e-3
 
 
 @pytest.fixture(scope="module")
