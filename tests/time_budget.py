@@ -40,8 +40,7 @@ WHY = {
         "tests/examples/test_serve.py::test_the_serving_half_does_not_import_kzoo",
         "tests/examples/test_serve.py::test_the_server_answers_like_the_keras_model",
         "tests/backend/test_setup.py::test_import_kzoo_changes_no_process_state_but_torchs_documented_thread_count",
-        "tests/models/bert/test_bert_backbone.py::test_cross_backend_weights",
-        "tests/presets/test_directory.py::test_cross_backend_preset",
+        "tests/models/bert/test_bert_backbone.py::test_weights_and_preset_load_on_another_backend",
         "tests/cli/test_quiet.py::test_import_kzoo_keeps_the_loading_lines_off_stderr_and_passes_others_on",
     ],
     "builds the exports (SavedModel or ONNX; through a TensorFlow process on JAX and torch) and serves "

@@ -17,7 +17,6 @@ from keras import ops
 from kzoo import BertBackbone, BertPreprocessor, BertTokenizer, presets
 from kzoo.presets import save_backbone, save_task
 from kzoo.presets.directory import load_task
-from tests.models.bert.cross_backend_script import run_on_other_backend
 from tests.models.bert.test_bert_backbone import padded_batch
 
 TINY = dict(
@@ -335,18 +334,3 @@ def test_saving_refuses_foreign_directories(tmp_path, saved_backbone):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         BertBackbone.from_preset(path)
-
-
-# 4. Other backends -------------------------------------------------------------
-
-
-def test_cross_backend_preset(saved_backbone, tmp_path):
-    """A preset saved on this backend gives the same outputs on the previous
-    one (tensorflow -> torch -> jax -> tensorflow; the weights test in
-    test_bert_backbone.py goes the other way round)."""
-    _, outputs, path = saved_backbone
-    np.savez(tmp_path / "case.npz", **padded_batch(), **outputs)
-    report = run_on_other_backend(tmp_path, path, step=-1)
-    assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
-    assert report["sequence_max_abs_diff"] <= 1e-5, report
-    assert report["pooled_max_abs_diff"] <= 1e-5, report

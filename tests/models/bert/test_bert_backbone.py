@@ -187,28 +187,30 @@ def test_reference_gelus():
 # 2. Cross-backend -------------------------------------------------------------
 
 
-def test_cross_backend_weights(tmp_path):
-    """Weights saved on this backend give the same outputs on the next one
-    (tensorflow -> jax -> torch -> tensorflow)."""
+def test_weights_and_preset_load_on_another_backend(tmp_path):
+    """A weights file and a preset saved on this backend give the same outputs
+    on the next one (tensorflow -> jax -> torch -> tensorflow): every backend
+    saves both and loads both."""
     keras.utils.set_random_seed(20240601)
     backbone = tiny_backbone(seed=7)
     inputs = padded_batch()
     outputs = backbone(inputs)
-    sequence = to_numpy(outputs["sequence_output"]).astype("float64")
     backbone.save_weights(str(tmp_path / "w.weights.h5"))
+    backbone.save_to_preset(tmp_path / "preset")
     with open(tmp_path / "config.json", "w") as f:
         json.dump(TINY, f)
     np.savez(
         tmp_path / "case.npz",
         **inputs,
-        sequence_output=sequence,
+        sequence_output=to_numpy(outputs["sequence_output"]).astype("float64"),
         pooled_output=to_numpy(outputs["pooled_output"]).astype("float64"),
     )
 
-    report = run_on_other_backend(tmp_path, step=1)
-    assert report["sequence_max_abs"] > 1.0  # non-trivial outputs
-    assert report["sequence_max_abs_diff"] <= 1e-5, report
-    assert report["pooled_max_abs_diff"] <= 1e-5, report
+    report = run_on_other_backend(tmp_path)
+    for way in ("weights", "preset"):
+        assert report[way]["sequence_max_abs"] > 1.0, report  # non-trivial outputs
+        assert report[way]["sequence_max_abs_diff"] <= 1e-5, report
+        assert report[way]["pooled_max_abs_diff"] <= 1e-5, report
 
 
 # 3. Parameter counts ----------------------------------------------------------
