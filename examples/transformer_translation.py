@@ -33,8 +33,9 @@ Run (KERAS_BACKEND picks TensorFlow, JAX or PyTorch):
 `--smoke` runs every step (training with validation, evaluation, beam search,
 BLEU, saving, reloading) on 1,000 short message pairs, cut to 8 tokens (one
 length bucket: every batch has the same shape, compiled once), with a tiny
-model for 8 steps in 2 epochs (the full run's 4 validate and redraw the curves twice more, no new
-code path), in about 20 seconds, and saves under the system temp dir (see example_runs.py).
+model (N = 1, d_model = 32) for 8 steps in 2 epochs (the full run's 4 only
+validate and redraw the curves twice more), in about 20 seconds, and saves
+under the system temp dir (see example_runs.py).
 """
 
 import os
@@ -74,6 +75,7 @@ def parse_args():
                         help="held-out messages translated for BLEU")
     parser.add_argument("--translation-batch", type=int, default=100,
                         help="sources per beam search call (one shape: one compilation)")
+    parser.add_argument("--num-layers", type=int, default=2, help="N: encoder and decoder layers")
     parser.add_argument("--hidden-dim", type=int, default=128, help="d_model (d_ff is 4 times as large)")
     parser.add_argument("--pairs", type=int, default=0,
                         help="use the first N training and N / 20 held-out pairs only (0: all)")
@@ -87,7 +89,8 @@ def parse_args():
         # for evaluation (each new shape compiles again on JAX and TensorFlow).
         "max_words": 4, "max_length": 8, "tokens_per_batch": 400,
         "steps": 8, "epochs": 2, "warmup_steps": 4, "vocabulary_size": 500, "bleu_sentences": 8,
-        "translation_batch": 8, "hidden_dim": 32, "pairs": 1000, "output": smoke_directory("transformer_translation"),
+        "translation_batch": 8, "num_layers": 1, "hidden_dim": 32, "pairs": 1000,
+        "output": smoke_directory("transformer_translation"),
     })
 
 
@@ -140,7 +143,7 @@ def main():
     held_out = length_batches(preprocessor, held_sources, held_targets, args.tokens_per_batch, False)
 
     model = Transformer(
-        vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, hidden_dim=args.hidden_dim,
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=args.num_layers, hidden_dim=args.hidden_dim,
         intermediate_dim=4 * args.hidden_dim, num_heads=4, dropout=0.1, label_smoothing=0.1,
         max_sequence_length=args.max_length + 64,
     )
