@@ -265,7 +265,8 @@ def main():
         save_reload_and_predict(model, args.output)
         # What the fine-tuned model attends to (sec. 5.3): the first and last layers, six heads each.
         heads = range(min(6, model.backbone.num_heads))
-        kzoo.visualize.plot_bert_attention(model, UNSEEN_SENTENCES[0], layers=[0, -1], heads=heads,
+        layers = sorted({0, model.backbone.num_layers - 1})  # one for a one-layer model (the smoke run's)
+        kzoo.visualize.plot_bert_attention(model, UNSEEN_SENTENCES[0], layers=layers, heads=heads,
                                            path=f"{args.output}-attention.png")
         print(f"pictures: {args.output}-training_curves.png, {args.output}-attention.png")
     print(f"(total {time.perf_counter() - start:.0f} s)")

@@ -31,10 +31,13 @@
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
 maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
 7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
-embeddings and semantic search"). `--smoke` runs every step above on 24 training and 16
-held-out pairs at sequence length 16 (one rung of the padding ladder, so one
-compiled shape per step function), in about half a minute, and saves under the
-system temp dir (see example_runs.py).
+embeddings and semantic search"). `--smoke` runs every step above on the
+small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2 when
+that has not run: three times the CPU time), with 24 training and 12
+held-out pairs at sequence length 16 (one rung of the padding ladder; the
+24 texts encoded, then the 16 re-encoded after reloading, make full batches
+of 8: one compiled shape per step function), in about 15 seconds, and saves
+under the system temp dir (see example_runs.py).
 """
 
 import os
@@ -59,11 +62,13 @@ from kzoo.progress import fit_progress
 from offline_corpora import docstring_search_task
 
 SHOWN_QUERIES = 4
+DEFAULT_PRESET = "all_minilm_l6_v2"
+SMOKE_HELD_OUT = 12  # 2 x 12 texts encoded, 12 + SHOWN_QUERIES re-encoded: full batches of 8
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="all_minilm_l6_v2", help="a sentence-embedding preset name or directory")
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help="a sentence-embedding preset name or directory")
     parser.add_argument("--output", default="finetuned/docstring_search", help="preset directory to write")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32, help="pairs per batch (each batch's in-batch negatives)")
@@ -73,10 +78,17 @@ def parse_args():
     parser.add_argument("--max-train", type=int, default=None, help="use at most this many training pairs")
     parser.add_argument("--max-held-out", type=int, default=None, help="use at most this many held-out pairs")
     parser.add_argument("--seed", type=int, default=0)
-    return parse_arguments(parser, {
+    args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
-        "max_train": 24, "max_held_out": 16,
+        "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
     })
+    if args.preset is None:  # a smoke run's: tracing and compiling a 2-layer BERT, not 6 layers of 384
+        args.preset = smoke_directory("bert_python_docs")
+        if not os.path.isdir(args.preset):
+            print(f"no {args.preset} (bert_pretraining.py --smoke writes it): searching with {DEFAULT_PRESET} "
+                  "instead", flush=True)
+            args.preset = DEFAULT_PRESET
+    return args
 
 
 def retrieval_metrics(indices, k=10):
@@ -147,6 +159,10 @@ def main():
     print_results("lexical", results["lexical"], time.perf_counter() - clock)
 
     embedder = kzoo.BertTextEmbedder.from_preset(args.preset, sequence_length=args.sequence_length)
+    # Compiled before the first search: compile() drops the compiled predict step, which the search after
+    # fine-tuning then reuses (one compilation fewer).
+    steps = args.epochs * -(-len(train_queries) // args.batch_size)
+    embedder.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=args.learning_rate))
     print(f"model: {args.preset}, {embedder.backbone.num_layers} layers, {embedder.count_params():,} parameters, "
           f"{embedder.pooling} pooling, sequence length {args.sequence_length}", flush=True)
     clock = time.perf_counter()
@@ -154,10 +170,8 @@ def main():
     results["released"] = retrieval_metrics(indices, top_k)
     print_results("released", results["released"], time.perf_counter() - clock)
 
-    steps = args.epochs * -(-len(train_queries) // args.batch_size)
     print(f"\nfine-tuning: {args.epochs} epoch(s) of {len(train_queries)} pairs, batch {args.batch_size} "
           f"(in-batch negatives), peak learning rate {args.learning_rate:g}, {steps} steps", flush=True)
-    embedder.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=args.learning_rate))
     clock = time.perf_counter()
     embedder.fit((train_queries, train_documents), epochs=args.epochs, batch_size=args.batch_size, **fit_progress())
     print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)

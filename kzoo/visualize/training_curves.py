@@ -57,7 +57,8 @@ class TrainingCurves(keras.callbacks.Callback):
     over the epoch so far, as the progress bar shows) and the learning rate
     the optimizer's schedule gives that step; at each epoch's end, the
     epoch's values and the validation values. Saves the picture at each
-    epoch's end, at the end of `fit`, and during an epoch at most every
+    epoch's end, at the end of `fit` when it recorded something since (a
+    `fit` stopped within an epoch), and during an epoch at most every
     `every_seconds`.
 
     Args:
@@ -85,7 +86,7 @@ class TrainingCurves(keras.callbacks.Callback):
         self.every_seconds = float(every_seconds)
         self.steps, self.step_logs, self.learning_rates = [], {}, []
         self.epoch_ends, self.epoch_logs = [], {}
-        self._step, self._schedule, self._saved_at = 0, None, 0.0
+        self._step, self._schedule, self._saved_at, self._saved = 0, None, 0.0, None
 
     def on_train_begin(self, logs=None):
         optimizer = getattr(self.model, "optimizer", None)
@@ -110,7 +111,11 @@ class TrainingCurves(keras.callbacks.Callback):
         self.save()
 
     def on_train_end(self, logs=None):
-        self.save()
+        if self._recorded() != self._saved:  # the last epoch's end drew it all (a redraw costs ~0.5 s)
+            self.save()
+
+    def _recorded(self):
+        return len(self.steps), len(self.epoch_ends)
 
     def figure(self):
         """The curves recorded so far, as a `matplotlib.figure.Figure` (x: optimizer step)."""
@@ -132,7 +137,7 @@ class TrainingCurves(keras.callbacks.Callback):
         """Writes the picture now (nothing before the first step)."""
         if self.steps:
             save_figure(self.figure(), self.path)
-            self._saved_at = time.monotonic()
+            self._saved_at, self._saved = time.monotonic(), self._recorded()
 
     def get_config(self):
         return {"path": str(self.path), "every_seconds": self.every_seconds}

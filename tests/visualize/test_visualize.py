@@ -9,6 +9,7 @@ from matplotlib.image import imread
 import kzoo
 from kzoo.visualize import (
     TrainingCurves,
+    training_curves,
     plot_attention,
     plot_bert_attention,
     plot_history,
@@ -88,7 +89,9 @@ def test_translation_figure_matches_cross_attention(tmp_path):
 
 
 @pytest.mark.once  # a callback's figures from the history: the same on every backend, whose fit is tested elsewhere
-def test_training_curves_during_fit_and_history(tmp_path):
+def test_training_curves_during_fit_and_history(tmp_path, monkeypatch):
+    saves = []
+    monkeypatch.setattr(training_curves, "save_figure", lambda figure, path: saves.append(path))
     keras.utils.set_random_seed(0)
     model = kzoo.BertClassifier(tiny_backbone(), num_classes=2)
     x = {"token_ids": np.random.randint(5, len(VOCABULARY), (16, 8)), "padding_mask": np.ones((16, 8))}
@@ -97,12 +100,17 @@ def test_training_curves_during_fit_and_history(tmp_path):
     model.compile(optimizer=kzoo.bert_finetuning_optimizer(total_steps, learning_rate=1e-3))
     curves = TrainingCurves(tmp_path / "curves.png")
     history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[curves], verbose=0)
+    assert len(saves) == 2  # at each epoch's end; not again at fit's end, which added nothing
+    monkeypatch.undo()
+    curves.on_train_batch_end(0, {key: values[-1] for key, values in curves.step_logs.items()})  # a step after
+    # the last save (a fit stopped within an epoch):
+    curves.on_train_end()  # drawn at the end
 
     assert (tmp_path / "curves.png").stat().st_size > 10_000
-    assert curves.steps == [1, 2, 3, 4]
+    assert curves.steps == [1, 2, 3, 4, 5]
     # The rate of each update (A.3): 10% warm-up (1 step: rate 0 at step 0, as google-research's
     # global_step / warmup_steps), then linear decay from 1e-3 at step 1 to 0 at step 8.
-    np.testing.assert_allclose(curves.learning_rates, [0.0, 1e-3, 1e-3 * 6 / 7, 1e-3 * 5 / 7], rtol=1e-6)
+    np.testing.assert_allclose(curves.learning_rates[:4], [0.0, 1e-3, 1e-3 * 6 / 7, 1e-3 * 5 / 7], rtol=1e-6)
     titles = [axes.get_title() for axes in curves.figure().axes]
     assert titles == ["accuracy", "loss", "learning rate"]
     figure = plot_history(history, path=tmp_path / "history.png")
