@@ -68,6 +68,15 @@ if keras.backend.backend() == "tensorflow":
                 del _tf_gradient_registry._registry[name]
 
 
+@pytest.fixture(scope="session")
+def saved_models(tmp_path_factory):
+    """tests/export's SavedModels, exported and served once per run (tests/export/saved_models.py):
+    ({name: (model, path, inputs)}, {name: served outputs}); tests/examples/test_serve.py serves one too."""
+    from tests.export.saved_models import export_and_serve  # noqa: PLC0415 (TensorFlow-only code)
+
+    return export_and_serve(tmp_path_factory)
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     keras.utils.set_random_seed(1234)

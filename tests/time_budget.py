@@ -36,7 +36,6 @@ WHY = {
         "tests/distribution/test_distribution.py::test_tensorflow_mirrored_strategy_trains_like_one_device",
         "tests/robustness/test_resume.py::test_fit_killed_at_an_epoch_end_and_resumed_matches_the_uninterrupted_run",
         "tests/cli/test_cli_models.py::test_backend_option_wins_over_the_environment_and_python_m_kzoo_switches",
-        "tests/cli/test_cli_help.py::test_python_dash_m_kzoo_is_the_same_command",
         "tests/examples/test_serve.py::test_the_serving_half_does_not_import_kzoo",
         "tests/examples/test_serve.py::test_the_server_answers_like_the_keras_model",
         "tests/backend/test_setup.py::test_import_kzoo_changes_no_process_state_but_torchs_documented_thread_count",
@@ -45,8 +44,8 @@ WHY = {
     ],
     "builds the exports (SavedModel or ONNX; through a TensorFlow process on JAX and torch) and serves "
     "them from one process without kzoo; the other tests read what it built (the SavedModels of "
-    "test_embedder_export.py and test_saved_model.py are one session fixture: the first test of either "
-    "file to run builds them all)": [
+    "test_embedder_export.py and test_saved_model.py are one session fixture, `saved_models`: the first test "
+    "of either file, or of tests/examples/test_serve.py, which serves its classifier, builds them all)": [
         "tests/export/test_saved_model.py::test_writes_a_saved_model_with_assets_and_variables",
         "tests/export/test_embedder_export.py::test_served_embeddings_equal_encode",
         "tests/export/test_onnx.py::test_files_and_config",
@@ -81,7 +80,6 @@ WHY = {
         "tests/models/test_unknown_dimensions.py::test_pretraining_phases_at_two_lengths",
         "tests/models/test_unknown_dimensions.py::test_unknown_batch_and_sequence_dimensions",
         "tests/backend/test_fast_paths.py::test_several_models_predicting_log_no_retracing_warning",
-        "tests/backend/test_fast_paths.py::test_first_fit_traces_its_step_once_on_tensorflow",
     ],
     "runs the training it compares both ways, each compiled apart (compiled and eager, micro-batches "
     "and the big batch, kzoo's and Keras' optimizer, a list, an array and a dataset)": [
@@ -90,7 +88,6 @@ WHY = {
         "tests/models/bert/test_gradient_accumulation.py::test_keras_own_adamw_accumulates_as_the_big_batch",
         "tests/models/test_token_loss_accumulation.py::test_micro_batches_of_different_token_counts_update_as_the_big_batch",
         "tests/robustness/test_compiled_ids.py::test_user_model_compiled_with_xla_on_tensorflow_is_warned",
-        "tests/robustness/test_compiled_ids.py::test_a_bigger_vocabulary_feeding_a_saved_classifier",
         "tests/models/test_same_losses_any_container.py::test_list_array_and_dataset_give_the_same_epoch_losses",
     ],
     "fits, saves and reloads tasks (.keras, presets, int8, LoRA) and predicts with each copy: every "

@@ -13,8 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-import kzoo
-from tests.cli.cli_fixtures import NEGATIVE, POSITIVE, VOCABULARY, tiny_backbone
+from tests.cli.cli_fixtures import NEGATIVE, POSITIVE
 
 SERVE = Path(__file__).resolve().parents[2] / "examples" / "serve.py"
 
@@ -29,24 +28,23 @@ def _post(port, body):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """(Keras classifier, port, server process) for an exported tiny classifier."""
-    directory = tmp_path_factory.mktemp("serve")
-    model = kzoo.BertClassifier(tiny_backbone(), class_names=["negative", "positive"],
-                                preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16))
-    model.export(directory / "saved_model", format="tf_saved_model")
+def served(saved_models, tmp_path_factory):
+    """(Keras classifier, port, server process, its stderr's path) serving tests/export's fine-tuned classifier
+    (`saved_models`, tests/export/saved_models.py: exported once per run)."""
+    model, path, _ = saved_models[0]["classifier"]
+    log = tmp_path_factory.mktemp("serve") / "server.stderr"
     # `-X importtime`: the server writes each module it imports to stderr, the record
     # test_the_serving_half_does_not_import_kzoo reads (no second process to load the model again).
-    stderr = open(directory / "server.stderr", "w")  # noqa: SIM115 (closed below)
+    stderr = open(log, "w")  # noqa: SIM115 (closed below)
     server = subprocess.Popen(
-        [sys.executable, "-X", "importtime", str(SERVE), "--saved-model", str(directory / "saved_model"),
+        [sys.executable, "-X", "importtime", str(SERVE), "--saved-model", path,
          "--port", "0", "--max-request-bytes", "65536", "--max-batch", "8"],
         stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         line = server.stdout.readline()
         assert "serving" in line, line
         port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-        yield model, port, server
+        yield model, port, server, log
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -55,13 +53,13 @@ def served(tmp_path_factory):
 
 @pytest.mark.backend_independent
 def test_the_server_answers_like_the_keras_model(served):
-    model, port, _ = served
+    model, port, _, _ = served
     texts = POSITIVE[:3] + NEGATIVE[:3]
     status, answer = _post(port, json.dumps({"text": texts}).encode())
     assert status == 200, answer
     expected = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(texts, verbose=0)))
     assert np.allclose(answer["probabilities"], expected, atol=1e-5)
-    assert answer["class_names"] == [["negative", "positive"][i] for i in expected.argmax(-1)]
+    assert answer["class_names"] == [model.class_names[i] for i in expected.argmax(-1)]
 
 
 @pytest.mark.backend_independent
@@ -82,7 +80,7 @@ def test_the_server_answers_like_the_keras_model(served):
          "1MB-text"],
 )
 def test_malformed_requests_get_a_4xx_saying_what_was_wrong(served, body, status, words):
-    _, port, server = served
+    _, port, server, _ = served
     got, answer = _post(port, body)
     assert (got, words in answer["error"]) == (status, True), answer
     assert server.poll() is None  # still serving
@@ -91,9 +89,8 @@ def test_malformed_requests_get_a_4xx_saying_what_was_wrong(served, body, status
 
 @pytest.mark.backend_independent
 def test_the_serving_half_does_not_import_kzoo(served):
-    _, port, server = served
+    _, port, _, log = served
     assert _post(port, json.dumps({"text": ["good film"]}).encode())[0] == 200  # it has loaded and served
-    log = Path(server.args[server.args.index("--saved-model") + 1]).parent / "server.stderr"
     # `-X importtime` lines: "import time: self [us] | cumulative | module", one per module imported.
     imported = [line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
                 if line.startswith("import time:") and not line.rstrip().endswith("imported package")]

@@ -1,15 +1,18 @@
 """The SavedModel of a `kzoo.BertTextEmbedder`: strings in, `embeddings` out,
 served by a process without kzoo, Keras or tensorflow-text's Python package,
-equal to `encode` to 1e-5, from embedders trained or built on the backend of
-this run. Under JAX and PyTorch the export goes through a TensorFlow
-process, which rebuilds the pooling from the saved preset: there the
-max-pooling embedder, not normalised, is exported (its settings are not the
-defaults, so a setting lost on the way shows), and the fine-tuned
-mean-pooling one, whose graph is the same code, under TensorFlow only (as
-test_saved_model.py's THROUGH_TENSORFLOW). The embedders are exported and
-served with test_saved_model.py's models (`saved_models`,
-tests/export/conftest.py). The ONNX export of the embedder is in
-test_onnx.py, under that file's skip condition."""
+equal to `encode` to 1e-5. The embedder pools by max and is not normalised:
+settings that are not the defaults, so a setting lost on the way shows.
+The served graph calls the model itself, so mean pooling and normalisation
+(the defaults) add nothing here.
+
+Exported under TensorFlow only: under JAX and PyTorch a SavedModel is
+written by a TensorFlow process from a preset of the model, the way
+test_saved_model.py's classifier and Transformer are exported there (each
+such export costs a fresh process, ~9 s of CPU); what the embedder adds to
+that way, its settings read back from the preset, is checked here on every
+backend. The embedder is exported and served with test_saved_model.py's
+models (`saved_models`, tests/export/saved_models.py). The ONNX export of the
+embedder is in test_onnx.py, under that file's skip condition."""
 
 import os
 
@@ -18,7 +21,7 @@ import numpy as np
 import pytest
 
 import kzoo
-from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone, topic_sentences
+from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone
 
 ATOL = 1e-5
 TEXTS = [
@@ -27,74 +30,65 @@ TEXTS = [
 ]
 
 
-def fine_tuned_embedder():
-    """Mean pooling, unit length; a few contrastive steps on this backend."""
-    model = kzoo.BertTextEmbedder(tiny_backbone(),
-                                  preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16))
-    anchors, _ = topic_sentences(32, seed=0)
-    positives, _ = topic_sentences(32, seed=1)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3))
-    model.fit((anchors, positives), batch_size=8, epochs=2, verbose=0)
-    return model
-
-
 def max_pooling_embedder():
     return kzoo.BertTextEmbedder(tiny_backbone(), pooling="max", normalize=False,
                                  preprocessor=kzoo.BertPreprocessor(kzoo.BertTokenizer(VOCABULARY), 16))
 
 
 def models_to_export():
-    """{name: (model, export options, serving inputs)}: the embedders this file exports on this backend
-    (exported and served with test_saved_model.py's by `saved_models`, tests/export/conftest.py)."""
-    if keras.backend.backend() != "tensorflow":
-        return {"max": (max_pooling_embedder(), {}, {"text": TEXTS})}
-    return {"mean": (fine_tuned_embedder(), {}, {"text": TEXTS}), "max": (max_pooling_embedder(), {}, {"text": TEXTS})}
+    """{name: (model, export options, serving inputs)}: the embedder this file exports, under TensorFlow
+    (exported and served with test_saved_model.py's by `saved_models`, tests/export/saved_models.py)."""
+    return {"max": (max_pooling_embedder(), {}, {"text": TEXTS})} if ON_TENSORFLOW else {}
+
+
+ON_TENSORFLOW = keras.backend.backend() == "tensorflow"
+EXPORTED_HERE = pytest.mark.skipif(
+    not ON_TENSORFLOW, reason="exported under TensorFlow only: JAX and PyTorch export through a TensorFlow "
+                              "process as test_saved_model.py's classifier does; the preset that process reads "
+                              "is checked by test_pooling_settings_travel_in_a_preset")
 
 
 @pytest.fixture(scope="module")
 def exported(saved_models):
-    """{name: (model, path)} and the served outputs of this file's embedders."""
+    """(model, path) and the served outputs of this file's embedder."""
     models, served = saved_models
-    names = [name for name in ("mean", "max") if name in models]
-    return {name: models[name][:2] for name in names}, {name: served[name] for name in names}
+    return models["max"][:2], served["max"]
 
 
-ON_TENSORFLOW = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="the fine-tuned mean-pooling embedder is exported under TensorFlow only; under JAX and PyTorch "
-           "the max-pooling one goes through TensorFlow, its pooling and normalisation rebuilt from the preset")
-
-
-@pytest.mark.parametrize("name", [pytest.param("mean", marks=ON_TENSORFLOW), "max"])
-def test_served_embeddings_equal_encode(exported, name):
-    model, _ = exported[0][name]
-    served = exported[1][name]
+@EXPORTED_HERE
+def test_served_embeddings_equal_encode(exported):
+    (model, _), served = exported
     assert list(served) == ["embeddings"]
     expected = model.encode(TEXTS, verbose=0)
     assert served["embeddings"].shape == expected.shape == (len(TEXTS), 32)
     np.testing.assert_allclose(served["embeddings"], expected, atol=ATOL, rtol=0)
+    # Max pooling, not normalised, as the model was built (normalised vectors would have unit length).
+    assert np.abs(np.linalg.norm(served["embeddings"], axis=1) - 1.0).min() > 1e-2
 
 
-@ON_TENSORFLOW
-def test_pooling_and_normalisation_travel_with_the_export(exported):
-    norms = {name: np.linalg.norm(served["embeddings"], axis=1) for name, served in exported[1].items()}
-    np.testing.assert_allclose(norms["mean"], 1.0, atol=1e-5)
-    assert np.abs(norms["max"] - 1.0).min() > 1e-2  # max pooling, not normalised, as the model was built
-
-
-@ON_TENSORFLOW
+@EXPORTED_HERE
 def test_served_vectors_rank_as_search_does(exported):
-    model, _ = exported[0]["mean"]
-    vectors = exported[1]["mean"]["embeddings"].astype("float32")
+    (model, _), served = exported
+    vectors = served["embeddings"].astype("float32")
     _, served_order = kzoo.semantic_search(vectors[:2], vectors, top_k=len(TEXTS))
     _, expected_order = model.search(TEXTS[:2], TEXTS, top_k=len(TEXTS))
     assert served_order.tolist() == expected_order.tolist()
 
 
+def test_pooling_settings_travel_in_a_preset(tmp_path):
+    """What the TensorFlow process of an export from JAX or PyTorch rebuilds the embedder from."""
+    model = max_pooling_embedder()
+    model.save_to_preset(str(tmp_path / "preset"))
+    restored = kzoo.BertTextEmbedder.from_preset(str(tmp_path / "preset"))
+    assert (restored.pooling, restored.normalize) == ("max", False)
+    assert restored.preprocessor.sequence_length == 16
+
+
+@EXPORTED_HERE
 def test_signature_takes_strings_and_returns_float32(exported):
     import tensorflow as tf  # noqa: PLC0415
 
-    _, path = exported[0]["max"]  # exported on every backend
+    (_, path), _ = exported
     signature = tf.saved_model.load(path).signatures["serving_default"]
     assert list(signature.structured_input_signature[1]) == ["text"]
     assert signature.structured_input_signature[1]["text"].dtype == tf.string
@@ -102,8 +96,8 @@ def test_signature_takes_strings_and_returns_float32(exported):
     assert signature.structured_outputs["embeddings"].shape.as_list() == [None, 32]
 
 
-def test_embedder_export_takes_no_options(exported, tmp_path):
-    model, _ = exported[0]["max"]
+def test_embedder_export_takes_no_options(tmp_path):
+    model = max_pooling_embedder()  # refused before any work: no export needed
     with pytest.raises(ValueError, match=r"BertTextEmbedder.export takes no option text_pairs; its options are \[\]"):
         model.export(tmp_path / "model", text_pairs=True)
     bare = kzoo.BertTextEmbedder(tiny_backbone())

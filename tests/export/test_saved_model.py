@@ -5,7 +5,7 @@ predictions, to 1e-5, on models trained under the backend of this run (the
 export from JAX and PyTorch goes through TensorFlow in a new process).
 
 One fresh process serves every SavedModel of the module, and those of
-test_embedder_export.py (`saved_models`, tests/export/conftest.py), with
+test_embedder_export.py (`saved_models`, tests/export/saved_models.py), with
 kzoo, Keras and tensorflow-text's Python package blocked and only
 tensorflow-text's op libraries loaded; another does what a user does
 (`import tensorflow_text`), with kzoo blocked.
@@ -91,7 +91,7 @@ def translator():
 
 def models_to_export():
     """{name: (model, export options, serving inputs)}: the models this file exports on this backend
-    (exported and served with test_embedder_export.py's by `saved_models`, tests/export/conftest.py)."""
+    (exported and served with test_embedder_export.py's by `saved_models`, tests/export/saved_models.py)."""
     models = {
         "classifier": (fine_tuned_classifier(), {}, {"text": TEXTS}),
         "pairs": (pair_classifier(), {"text_pairs": True}, {"text_a": PAIRS[0], "text_b": PAIRS[1]}),
