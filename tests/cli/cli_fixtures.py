@@ -24,8 +24,9 @@ NEGATIVE = ["bad film", "a very bad film", "bad plot", "the plot is bad", "a bad
 
 
 def kzoo_command():
-    """The installed `kzoo` console script (pip install puts it on PATH)."""
-    found = shutil.which("kzoo") or shutil.which("kzoo", path=os.path.dirname(sys.executable))
+    """The `kzoo` console script installed beside the interpreter running the tests (pip install
+    puts it there), else the first on PATH: another Python's `kzoo` on PATH is not this one."""
+    found = shutil.which("kzoo", path=os.path.dirname(sys.executable)) or shutil.which("kzoo")
     assert found, "`kzoo` is not on PATH: install the project (pip install -e .) before running the tests"
     return found
 
