@@ -36,6 +36,8 @@ when one disappears (a silently unused override would only be slower).
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
+- `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.small_batch_traces`
+  runs small predict batches through it, eagerly if it fails or is gone.
 - TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`,
   and `Function._omit_frequent_tracing_warning` (`without_retracing_warning`) (tensorflow 2.21.0).
 """
@@ -97,6 +99,14 @@ def inference_function(function):
 
         return torch_module.no_grad()(function)
     return function
+
+
+def fast_predict_function(model, predict_function):
+    """`model`'s Keras `predict_function`, on torch with small batches run as
+    traces (`torch.small_batch_traces`); as is elsewhere (compiled already)."""
+    if keras.backend.backend() != "torch" or predict_function is None:
+        return predict_function
+    return torch.small_batch_traces(model, predict_function)
 
 
 def variable_length_batches(data):

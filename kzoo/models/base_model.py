@@ -337,25 +337,35 @@ class BaseModel(keras.Model):
         with backend.checked_upstream(self, refused):
             if data is None:
                 return super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
-            callbacks = keras.callbacks.CallbackList(
-                kwargs.get("callbacks"), add_progbar=verbose != 0 and len(data) > 1, verbose=verbose, epochs=1,
-                steps=len(data), model=self,
-            )
-            callbacks.on_predict_begin()
-            outputs = []
-            for index in range(len(data)):
-                callbacks.on_predict_batch_begin(index)
-                outputs.append(super().predict_on_batch(data[index][0]))
-                callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
-            callbacks.on_predict_end()
+            progress_bar = verbose != 0 and len(data) > 1
+            if not (kwargs.get("callbacks") or progress_bar):  # nothing to tell (a few texts, quietly): no list
+                outputs = [super(BaseModel, self).predict_on_batch(batch[0]) for batch in data]
+            else:
+                outputs = self._predict_batches(data, keras.callbacks.CallbackList(
+                    kwargs.get("callbacks"), add_progbar=progress_bar, verbose=verbose, epochs=1,
+                    steps=len(data), model=self,
+                ))
         return keras.tree.map_structure(functools.partial(batching.joined, data), self.output, *outputs)
+
+    def _predict_batches(self, data, callbacks):
+        # Keras' predict loop over `data`'s batches, with `callbacks` told.
+        callbacks.on_predict_begin()
+        outputs = []
+        for index in range(len(data)):
+            callbacks.on_predict_batch_begin(index)
+            outputs.append(super().predict_on_batch(data[index][0]))
+            callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
+        callbacks.on_predict_end()
+        return outputs
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:
         without TensorFlow's warning that adds their traces up
-        (`kzoo.backend.without_retracing_warning`)."""
+        (`kzoo.backend.without_retracing_warning`); on torch, small batches
+        traced (`kzoo.backend.fast_predict_function`)."""
         function = super().make_predict_function(force)  # None when it builds one (TensorFlow)
         backend.without_retracing_warning(self.predict_function)
+        self.predict_function = backend.fast_predict_function(self, self.predict_function)
         return function
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):

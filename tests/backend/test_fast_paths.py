@@ -171,3 +171,46 @@ def test_several_models_predicting_log_no_retracing_warning(monkeypatch):
     # Without kzoo.backend.without_retracing_warning: "5 out of the last 5 calls to
     # <function ...one_step_on_data_distributed> triggered tf.function retracing" (keras 3.15.1).
     assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's small-batch traces (kzoo.backend.torch.small_batch_traces)")
+def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights():
+    import torch
+
+    from kzoo.backend.torch import TRACED_POSITIONS
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
+    texts = ["a good film", "bad plot", "the plot is very good", "film"]
+    model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
+                                preprocessor=kzoo.BertTokenizer(vocabulary))
+    eager = model.predict(texts, verbose=0)  # first sight of the shapes: eager
+    traces = model.predict_function.traces
+    assert list(traces.values()) == [None]
+    for _ in range(2):  # the second time traced, then the trace reused
+        np.testing.assert_allclose(model.predict(texts, verbose=0), eager, atol=1e-6, rtol=0)
+    (trace,) = traces.values()
+    assert isinstance(trace, torch.jit.ScriptModule)
+    one = [model.predict([text], verbose=0) for text in texts for _ in range(2)][1::2]  # batch of one, traced
+    np.testing.assert_allclose(np.concatenate(one), eager, atol=1e-6, rtol=0)
+
+    def eager_predictions():  # traces forgotten: the shapes' first sight runs eagerly
+        traces.clear()
+        return model.predict(texts, verbose=0)
+
+    model.set_weights([w * 1.5 for w in model.get_weights()])  # in place: the trace reads the new values
+    changed = model.predict(texts, verbose=0)
+    assert any(t is trace for t in traces.values()) and np.abs(changed - eager).max() > 1e-3
+    np.testing.assert_allclose(eager_predictions(), changed, atol=1e-6, rtol=0)
+    model.predict(texts, verbose=0)  # traced again
+
+    model.backbone.enable_lora(2)  # new variables: traced again, LoRA's path included
+    lora_b = [v for v in model.backbone.weights if "lora_kernel_b" in v.path][0]
+    lora_b.assign(np.full(lora_b.shape, 30.0, "float32"))
+    with_lora = model.predict(texts, verbose=0)
+    assert np.abs(with_lora - changed).max() > 1e-5  # a stale trace would give `changed` to 1e-6
+    np.testing.assert_allclose(eager_predictions(), with_lora, atol=1e-6, rtol=0)
+
+    big = ["very " * 40] * (TRACED_POSITIONS // 16 + 1)  # more positions than traced: eager only
+    for _ in range(2):
+        model.predict(big, batch_size=len(big), verbose=0)
+    assert all(leaves[0][1][0] != len(big) for leaves, _ in traces)
