@@ -19,9 +19,9 @@ median of `--passes` timed passes after one untimed pass (which compiles
 every shape on the XLA backends and warms sentence-transformers up).
 
 Each process keeps its library's own thread settings, as a user gets them
-(`import kzoo` leaves torch one thread fewer than the CPUs it may use:
-kzoo.backend.set_torch_threads), and `st:torch:1` is sentence-transformers
-with torch's threads set to 1, as kzoo's on 2 CPUs; the threads are printed.
+(`import kzoo` leaves torch's threads as they are: one per core), and
+`st:torch:1` is sentence-transformers with torch's threads set to 1; the
+threads are printed.
 `--profile` splits a pass into its parts: the tokenizer (and kzoo's packing
 and batching by length) timed alone, and the rest of the pass (the model,
 pooling, copies).

@@ -1,5 +1,5 @@
-"""kzoo on torch, quiet and with a core kept busy: kzoo's thread count
-(`kzoo.backend.set_torch_threads`) against fixed counts.
+"""kzoo on torch, quiet and with a core kept busy: torch's own thread count
+(one per core; `import kzoo` leaves it as it is) against fixed counts.
 
 Run by hand, never in tests:
 

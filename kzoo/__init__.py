@@ -81,9 +81,6 @@ from kzoo.presets import list_presets
 from kzoo import progress as progress
 from kzoo import visualize  # matplotlib is imported when a picture is drawn
 from kzoo.version import __version__ as __version__
-from kzoo.backend import set_torch_threads as _set_torch_threads
-
-_set_torch_threads()  # torch's intra-op threads: the one process setting of `import kzoo` (kzoo.backend)
 
 __all__ = [
     "BertAdamW",

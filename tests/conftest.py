@@ -32,9 +32,8 @@ os.environ.setdefault("KZOO_XLA_ON_TENSORFLOW", "0")
 if keras.backend.backend() == "torch":
     import torch
 
-    # One intra-op thread on any machine, fixed: set before `import kzoo`, it is
-    # the most kzoo sets (kzoo.backend.set_torch_threads), and results do not
-    # depend on the load. tests/run_all_backends.py runs the three
+    # One intra-op thread on any machine, fixed, so that results do not depend
+    # on the load. tests/run_all_backends.py runs the three
     # backends' pytest processes side by side on the same cores, where torch's
     # spin-waiting OpenMP workers made small steps ~10x slower.
     torch.set_num_threads(1)

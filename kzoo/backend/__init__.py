@@ -4,8 +4,7 @@ runs, TensorFlow always, as it runs kzoo's data path), the functions here
 that pick one, and the input checks that read values (the last section).
 Model and layer code is plain `keras.ops`. What each fast path buys is
 measured on the documentation's benchmarks page. `import kzoo` changes no
-process state but torch's intra-op thread count on the torch backend
-(`set_torch_threads`).
+process state (torch keeps its own thread count: one per core).
 
 Private APIs and internal behaviour used (checked with keras 3.15.1,
 tensorflow 2.21.0, jax 0.10.2, torch 2.13.0)
@@ -53,22 +52,6 @@ import tensorflow as tf
 
 from kzoo.backend import jax, tensorflow, torch
 from kzoo.backend.limits import VOCABULARY_ADVICE, IdsLimit, LengthLimit, ids_error, ids_message, length_message
-
-
-def set_torch_threads():
-    """On the torch backend, torch's intra-op threads set to one less than the CPUs
-    the process may use (at most torch's default, at least one), unless
-    `OMP_NUM_THREADS` or `MKL_NUM_THREADS` is set, so that kzoo's `tf.data`
-    threads or another process sharing the cores do not stall the steps. Run
-    once by `import kzoo`; returns the count, None on other backends."""
-    if keras.backend.backend() != "torch":
-        return None
-    import torch as torch_module  # noqa: PLC0415
-
-    if not any(os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch_module.set_num_threads(max(1, min(torch_module.get_num_threads(), cpus - 1)))
-    return torch_module.get_num_threads()
 
 
 def auto_jit_compile(model, keras_choice):

@@ -118,3 +118,11 @@ def test_tensorflow_optimizers_keep_their_strategy():
     if keras.backend.backend() != "tensorflow":
         pytest.skip("TensorFlow's optimizers only")
     assert keras.optimizers.AdamW()._distribution_strategy.num_replicas_in_sync == 1
+
+
+@on("torch")
+def test_torch_jit_trace():
+    # Deprecated in torch 2.13; kzoo.backend.torch.small_batch_traces predicts eagerly without it.
+    import torch
+
+    assert callable(getattr(getattr(torch, "jit", None), "trace", None))
