@@ -64,6 +64,9 @@ def run(script, backend, tmpdir):
     than wall time on a shared machine."""
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.update(TMPDIR=tmpdir, PYTHONUNBUFFERED="1", **({"KERAS_BACKEND": backend} if backend else {}))
+    # Smoke runs go beside other runs (or the suite) on the same cores, where torch's
+    # spin-waiting threads wait on busy cores: one thread, as the suite's (tests/conftest.py).
+    env.setdefault("OMP_NUM_THREADS", "1")
     command = [sys.executable, str(ROOT / "examples" / script), "--smoke"]
     start = time.perf_counter()
     # Bytes, decoded at the end: text mode would turn a progress bar's "\r" redraws into lines.
