@@ -211,3 +211,26 @@ def test_embedder_serves_embeddings_equal_to_encode(tmp_path):
     inputs = reference_inputs(TEXTS, str(tmp_path / "embedder"))  # from the files beside the graph
     embeddings = graph.run(["embeddings"], inputs)[0]
     np.testing.assert_allclose(embeddings, embedder.encode(TEXTS, verbose=0), atol=1e-5, rtol=0)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="the quantization reads the checked float graph whichever backend traced it: "
+                           "run where the export costs least")
+def test_int8_export_holds_int8_weights_and_stays_near_the_float_graph(exported, tmp_path):
+    import onnx
+
+    model, float_path, _ = exported
+    path = str(tmp_path / "int8")
+    config = model.export(path, format="onnx", int8=True)
+    graph = onnx.load(os.path.join(path, "model.onnx"))
+    operations = [node.op_type for node in graph.graph.node]
+    # Every kernel: the layer's attention projections (4) and feed-forward (2), the pooler's, the head's.
+    assert operations.count("MatMulInteger") == 4 + 2 + 2 and "Gemm" not in operations
+    assert config["quantization"]["weights"] == "int8, one scale per output channel"
+    # int8 rounding moves the tiny model's logits (about 0.3 in size) by a few hundredths at most.
+    assert 0 < config["quantization"]["largest_difference_from_keras"] < 0.05
+    packed = packed_inputs(5, 12)
+    logits_int8 = session(path).run(["logits"], packed)[0]
+    logits_float = session(float_path).run(["logits"], packed)[0]
+    assert np.abs(logits_int8 - logits_float).max() < 0.05
+    assert (logits_int8.argmax(-1) == logits_float.argmax(-1)).mean() >= 0.8
