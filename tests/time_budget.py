@@ -50,8 +50,6 @@ WHY = {
         "tests/export/test_embedder_export.py::test_served_embeddings_equal_encode",
         "tests/export/test_onnx.py::test_files_and_config",
         "tests/models/test_lora.py::test_merged_model_and_exports_compute_the_same",
-        "tests/test_docstrings.py::test_docstring_example_runs[kzoo.models.transformer.transformer.Transformer.export]",
-        "tests/test_docstrings.py::test_docstring_example_runs[kzoo.models.task.Task.export]",
     ],
     "trains a task to a stated accuracy (once per run, under torch; each backend's own training "
     "steps are tested on it by cheaper tests)": [
