@@ -63,6 +63,17 @@ def test_the_server_answers_like_the_keras_model(served):
 
 
 @pytest.mark.backend_independent
+def test_the_server_answers_as_the_saved_model_served_by_its_ops_alone(served, saved_models):
+    """What a user's serving does (`import tensorflow_text`; no kzoo: see the last test) gives exactly
+    the probabilities of tests/export's serving process, which has TensorFlow and tensorflow-text's ops alone."""
+    _, port, _, _ = served
+    _, _, inputs = saved_models[0]["classifier"]
+    status, answer = _post(port, json.dumps(inputs).encode())
+    assert status == 200, answer
+    np.testing.assert_allclose(answer["probabilities"], saved_models[1]["classifier"]["probabilities"], atol=0, rtol=0)
+
+
+@pytest.mark.backend_independent
 @pytest.mark.parametrize(
     "body, status, words",
     [
