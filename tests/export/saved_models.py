@@ -7,7 +7,7 @@ every one from a single fresh process without kzoo (`serve_without_kzoo`):
 a new interpreter costs 4-5 s of CPU (TensorFlow's import)
 before it loads a model, so the two files share one. Each file's `exported`
 fixture picks out its own models; tests/examples/test_serve.py serves the
-classifier over HTTP (one export fewer: on torch one through a TensorFlow process).
+classifier over HTTP, in TensorFlow's run (one export fewer).
 """
 
 import os
