@@ -18,7 +18,7 @@ CPU each. The fine-tuned classifier under JAX; the Transformer, whose
 preprocessor the model does not hold and travels beside it, under PyTorch,
 where `kzoo.translate` is cheap (JAX compiles the beam search) and the
 README's test exports a classifier through TensorFlow too. All six passed
-under JAX and PyTorch when this was written.
+under JAX too when the suite exported more there.
 """
 
 import os
