@@ -99,14 +99,20 @@ def pytest_configure(config):
         "the backends' runs are divided, they run under the backend named by KZOO_BACKEND_INDEPENDENT_ON "
         "(torch, where a test costs least). What it shows is tested on every backend elsewhere; "
         "a test that trains a task to a stated accuracy is `once`: each backend's training steps are "
-        "tested on it elsewhere (a loss that falls, accumulated updates equal to the big batch's).",
+        "tested on it elsewhere (a loss that falls, accumulated updates equal to the big batch's). "
+        "once(backend=NAME) runs under NAME's run instead: the examples that export SavedModels run under "
+        "tensorflow, where the export is traced in the process (under JAX and torch each export starts a "
+        "TensorFlow process, ~8 s of CPU).",
     )
 
 
 def _runs_here(item, single_backend):
     """Whether this backend's run keeps `item` when the three runs are divided:
-    backend-independent and `once` tests only under `single_backend`."""
-    if item.get_closest_marker("backend_independent") or item.get_closest_marker("once"):
+    backend-independent and `once` tests only under `single_backend`, or the backend `once` names."""
+    once = item.get_closest_marker("once")
+    if once is not None and "backend" in once.kwargs:
+        return keras.backend.backend() == once.kwargs["backend"]
+    if item.get_closest_marker("backend_independent") or once:
         return keras.backend.backend() == single_backend
     return True
 

@@ -39,7 +39,8 @@ REPORTS = ROOT / ".pytest_cache" / "backend_reports"
 def start_backend(backend, pytest_args, log=None):
     """Starts pytest for one backend; its output goes to `log` (a file) or the terminal."""
     # The data tests, which no Keras backend touches, and the `once` tests run
-    # once, with torch, the backend whose model tests take least time (tests/conftest.py).
+    # once, with torch, the backend whose model tests take least time (those exporting a
+    # SavedModel with tensorflow, see tests/conftest.py).
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", KZOO_BACKEND_INDEPENDENT_ON="torch")
     report = REPORTS / f"{backend}.xml"
     report.unlink(missing_ok=True)

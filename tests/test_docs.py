@@ -109,10 +109,16 @@ def test_every_guide_is_tested():
     assert len(skipped) <= 3, skipped  # kept rare
 
 
-# Each page under one backend when the runs are divided (conftest.py): the pages show the API,
-# which the tests beside this file check on every backend, and the examples' smoke runs use it on all three.
-@pytest.mark.once
-@pytest.mark.parametrize("page", TESTED)
+def _once(page):
+    """Each page under one backend when the runs are divided (conftest.py): the pages show the API,
+    which the tests beside this file check on every backend, and the examples' smoke runs use it on
+    all three. A page that exports SavedModels under TensorFlow, where they are traced in the process
+    (deploy.md: 12 s of CPU, against 18 under torch, where each export is a TensorFlow process)."""
+    exports = any(".export(" in code for code, skipped in python_blocks(page) if not skipped)
+    return pytest.mark.once(backend="tensorflow") if exports else pytest.mark.once
+
+
+@pytest.mark.parametrize("page", [pytest.param(page, marks=_once(page)) for page in TESTED])
 def test_page_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

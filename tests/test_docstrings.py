@@ -53,11 +53,13 @@ def _marks(test):
     """Data examples are backend independent; the others show the API, whose
     behaviour the tests beside this file check on every backend: each runs
     under one backend when tests/run_all_backends.py divides the runs
-    (conftest.py), the serving examples under TensorFlow."""
+    (conftest.py), the serving examples and those that export a SavedModel under TensorFlow."""
     if _data_only(test):
         return [pytest.mark.backend_independent]
     if test.name.startswith(TENSORFLOW_ONLY):
         return [pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow serving functions")]
+    if any(".export(" in example.source for example in test.examples):
+        return [pytest.mark.once(backend="tensorflow")]  # in-process export: 3-4 s against 8-10 under torch
     return [pytest.mark.once]
 
 

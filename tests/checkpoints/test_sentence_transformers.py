@@ -35,14 +35,20 @@ def minilm():
         pytest.skip(str(error))
 
 
+@pytest.fixture(scope="module")
+def minilm_vectors(minilm):
+    """kzoo's vectors of TEXTS, in batches of 3 (several padding lengths): both tests' reference."""
+    return minilm.encode(TEXTS, batch_size=3, verbose=0)
+
+
 def _released_directory():
     root = os.path.join(kzoo.presets.cache_directory(), "all_minilm_l6_v2")
     return os.path.join(root, sorted(os.listdir(root))[-1])
 
 
-def test_released_model_equals_sentence_transformers(minilm, tmp_path):
+def test_released_model_equals_sentence_transformers(minilm, minilm_vectors, tmp_path):
     assert (minilm.pooling, minilm.normalize, minilm.preprocessor.sequence_length) == ("mean", True, 256)
-    vectors = minilm.encode(TEXTS, batch_size=3, verbose=0)
+    vectors = minilm_vectors
     reference = _encode_with_sentence_transformers(_released_directory(), TEXTS)
     np.testing.assert_allclose(vectors, reference, atol=TOLERANCE)
     minilm.save_to_preset(tmp_path / "preset")
@@ -50,9 +56,9 @@ def test_released_model_equals_sentence_transformers(minilm, tmp_path):
     np.testing.assert_allclose(restored.encode(TEXTS, verbose=0), reference, atol=TOLERANCE)
 
 
-def test_huggingface_export_loads_in_sentence_transformers(minilm, tmp_path):
+def test_huggingface_export_loads_in_sentence_transformers(minilm, minilm_vectors, tmp_path):
     minilm.save_to_preset(tmp_path / "hf", format="huggingface")
-    reference = minilm.encode(TEXTS, verbose=0)
+    reference = minilm_vectors
     np.testing.assert_allclose(_encode_with_sentence_transformers(tmp_path / "hf", TEXTS), reference, atol=TOLERANCE)
 
 

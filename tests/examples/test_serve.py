@@ -16,6 +16,9 @@ import pytest
 from tests.cli.cli_fixtures import NEGATIVE, POSITIVE
 
 SERVE = Path(__file__).resolve().parents[2] / "examples" / "serve.py"
+# Serving a SavedModel is the same whatever backend wrote it: once, under TensorFlow, whose run exports
+# the classifier in the process (tests/conftest.py), where torch's would start a TensorFlow process.
+pytestmark = pytest.mark.once(backend="tensorflow")
 
 
 def _post(port, body):
@@ -51,7 +54,6 @@ def served(saved_models, tmp_path_factory):
         stderr.close()
 
 
-@pytest.mark.backend_independent
 def test_the_server_answers_like_the_keras_model(served):
     model, port, _, _ = served
     texts = POSITIVE[:3] + NEGATIVE[:3]
@@ -62,7 +64,16 @@ def test_the_server_answers_like_the_keras_model(served):
     assert answer["class_names"] == [model.class_names[i] for i in expected.argmax(-1)]
 
 
-@pytest.mark.backend_independent
+def test_the_server_answers_as_the_saved_model_served_by_its_ops_alone(served, saved_models):
+    """What a user's serving does (`import tensorflow_text`; no kzoo: see the last test) gives exactly
+    the probabilities of tests/export's serving process, which has TensorFlow and tensorflow-text's ops alone."""
+    _, port, _, _ = served
+    _, _, inputs = saved_models[0]["classifier"]
+    status, answer = _post(port, json.dumps(inputs).encode())
+    assert status == 200, answer
+    np.testing.assert_allclose(answer["probabilities"], saved_models[1]["classifier"]["probabilities"], atol=0, rtol=0)
+
+
 @pytest.mark.parametrize(
     "body, status, words",
     [
@@ -87,7 +98,6 @@ def test_malformed_requests_get_a_4xx_saying_what_was_wrong(served, body, status
     assert _post(port, json.dumps({"text": ["good film"]}).encode())[0] == 200
 
 
-@pytest.mark.backend_independent
 def test_the_serving_half_does_not_import_kzoo(served):
     _, port, _, log = served
     assert _post(port, json.dumps({"text": ["good film"]}).encode())[0] == 200  # it has loaded and served

@@ -3,11 +3,11 @@
 test_saved_model.py and test_embedder_export.py each list the models they
 export (`models_to_export()`); `export_and_serve`, the session fixture
 `saved_models` of tests/conftest.py, exports them all and serves
-every one from a single fresh process without kzoo (`serve_without_kzoo`,
-mode "ops"): a new interpreter costs 4-5 s of CPU (TensorFlow's import)
+every one from a single fresh process without kzoo (`serve_without_kzoo`):
+a new interpreter costs 4-5 s of CPU (TensorFlow's import)
 before it loads a model, so the two files share one. Each file's `exported`
 fixture picks out its own models; tests/examples/test_serve.py serves the
-classifier over HTTP (one export fewer: on torch one through a TensorFlow process).
+classifier over HTTP, in TensorFlow's run (one export fewer).
 """
 
 import os
@@ -33,6 +33,6 @@ def export_and_serve(tmp_path_factory):
         paths[name] = os.path.join(root, name)
         model.export(paths[name], **options)
     requests = [{"path": paths[name], "inputs": inputs} for name, (_, _, inputs) in models.items()]
-    served = dict(zip(models, serve_without_kzoo(requests, mode="ops")))
+    served = dict(zip(models, serve_without_kzoo(requests)))
     return {name: (model, paths[name], inputs) for name, (model, _, inputs) in models.items()}, served
 

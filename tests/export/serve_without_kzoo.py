@@ -1,14 +1,14 @@
 """Serves kzoo SavedModels in a process that has neither kzoo nor Keras: run
-as `python serve_without_kzoo.py MODE` with a JSON list of requests
+as `python serve_without_kzoo.py` with a JSON list of requests
 `{"path": ..., "inputs": {name: [str, ...]}}` on stdin; prints a JSON list of
 `serving_default`'s outputs (strings decoded, arrays as nested lists), then
-the kzoo and Keras modules this process holds.
+the blocked modules this process holds.
 
-MODE "tensorflow_text" is what a user does: `import tensorflow_text`, then
-`tf.saved_model.load`. tensorflow-text imports Keras itself (for its own
-Keras layers), so only kzoo is blocked. MODE "ops" blocks kzoo, Keras and
-tensorflow-text's Python package, and loads tensorflow-text's compiled op
-libraries alone: the SavedModel needs TensorFlow and those ops, nothing else.
+It blocks kzoo, Keras and tensorflow-text's Python package, and loads
+tensorflow-text's compiled op libraries alone: the SavedModel needs
+TensorFlow and those ops, nothing else. What a user does (`import
+tensorflow_text`, which imports Keras for its own layers) is examples/serve.py's
+server, which tests/examples/test_serve.py checks against this process.
 """
 
 import glob
@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-BLOCKED = {"tensorflow_text": ("kzoo",), "ops": ("kzoo", "keras", "tf_keras", "tensorflow_text")}
+BLOCKED = ("kzoo", "keras", "tf_keras", "tensorflow_text")
 
 
 class _Refused(importlib.abc.Loader):
@@ -51,19 +51,16 @@ def _plain(value):
     return array.tolist()
 
 
-def main(mode):
-    names = BLOCKED[mode]
+def main():
+    names = BLOCKED
     # Where tensorflow-text's op libraries are, before it is blocked (this
     # finds the package without importing it).
     text_ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops")
     sys.meta_path.insert(0, _Block(names))
     import tensorflow as tf  # noqa: PLC0415
 
-    if mode == "ops":
-        for library in sorted(glob.glob(os.path.join(text_ops, "_*.so"))):
-            tf.load_op_library(library)
-    else:
-        import tensorflow_text  # noqa: F401, PLC0415 (registers the tokenizer's ops)
+    for library in sorted(glob.glob(os.path.join(text_ops, "_*.so"))):
+        tf.load_op_library(library)
 
     results = []
     for request in json.load(sys.stdin):
@@ -75,4 +72,4 @@ def main(mode):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

@@ -44,7 +44,7 @@ def models_to_export():
 ON_TENSORFLOW = keras.backend.backend() == "tensorflow"
 EXPORTED_HERE = pytest.mark.skipif(
     not ON_TENSORFLOW, reason="exported under TensorFlow only: JAX and PyTorch export through a TensorFlow "
-                              "process as test_saved_model.py's classifier does; the preset that process reads "
+                              "process as test_saved_model.py's models do; the preset that process reads "
                               "is checked by test_pooling_settings_travel_in_a_preset")
 
 
