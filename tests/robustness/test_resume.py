@@ -6,7 +6,7 @@ Three things make it so: `kzoo.layers.Dropout` saves its random state with
 the weights, `Task.fit` orders data in memory by epoch, and reads a stream
 (`steps_per_epoch`) on from the batch where the backup stopped
 (`kzoo.models.batching`). The killed runs are processes of their own
-(tests/robustness/resume_worker.py: one interpreter, a child forked per task),
+(tests/robustness/resume_worker.py: one interpreter, the last task in it, others in forked children),
 dead by `os._exit`: all the resumed run can know of them is on disk. The
 resumed run and then the uninterrupted one are the same code in the test's
 process, one model whose second `fit` starts from the state its first began
