@@ -79,24 +79,20 @@ WHY = {
         "tests/backend/test_fast_paths.py::test_several_models_predicting_log_no_retracing_warning",
     ],
     "runs the training it compares both ways, each compiled apart (compiled and eager, micro-batches "
-    "and the big batch, kzoo's and Keras' optimizer, a list, an array and a dataset)": [
+    "and the big batch, kzoo's and Keras' optimizer)": [
         "tests/backend/test_fast_paths.py::test_default_compiled_training_equals_uncompiled",
         "tests/models/bert/test_gradient_accumulation.py::test_two_micro_batches_of_8_update_as_one_batch_of_16",
         "tests/models/bert/test_gradient_accumulation.py::test_keras_own_adamw_accumulates_as_the_big_batch",
         "tests/models/test_token_loss_accumulation.py::test_micro_batches_of_different_token_counts_update_as_the_big_batch",
-        "tests/robustness/test_compiled_ids.py::test_user_model_compiled_with_xla_on_tensorflow_is_warned",
-        "tests/models/test_same_losses_any_container.py::test_list_array_and_dataset_give_the_same_epoch_losses",
     ],
     "fits, saves and reloads tasks (.keras, presets, int8, LoRA) and predicts with each copy: every "
     "new model compiles its own steps (XLA on JAX); the shared task checks of tests/test_case.py": [
         "tests/models/bert/test_bert_classifier.py::test_raw_text_dataset_and_validation_split",
-        "tests/models/bert/test_bert_classifier.py::test_one_batch_entry_points_take_raw_text_like_the_others",
         "tests/models/bert/test_bert_classifier.py::test_task",
         "tests/models/bert/test_bert_classifier.py::test_labels_as_names_train_exactly_as_ids",
         "tests/models/bert/test_bert_classifier.py::test_default_compile_is_the_fine_tuning_recipe",
         "tests/models/bert/test_bert_classifier.py::test_sentence_pairs_are_packed_with_segments",
         "tests/models/bert/test_bert_multiple_choice.py::test_task",
-        "tests/models/bert/test_bert_backbone.py::test_training_step",
         "tests/models/bert/test_bert_text_embedder.py::test_hard_negatives_and_sample_weights_train",
         "tests/models/test_lora.py::test_int8_backbone_trains_under_lora_and_round_trips",
         "tests/models/test_quantization.py::test_config_keras_file_and_preset_give_the_quantized_model_back",

@@ -208,8 +208,11 @@ USER_ERROR = {"tensorflow": tf.errors.InvalidArgumentError, "torch": ValueError}
 def user_model(mode):
     inputs = bert_inputs()
     logits = keras.layers.Dense(2)(backbone()(inputs)["pooled_output"])
-    model = keras.Model(inputs, logits)
-    return compiled(model, mode, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = compiled(keras.Model(inputs, logits), mode, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    # Built before `fit`, as kzoo's tasks build theirs: else TensorFlow traces the first step
+    # twice (the first trace makes the optimizer's variables), each time with the same checks.
+    model.optimizer.build(model.trainable_variables)
+    return model
 
 
 def user_cases():
