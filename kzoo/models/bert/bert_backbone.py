@@ -300,6 +300,36 @@ class BertBackbone(Backbone):
         check_id_inputs(inputs, tables, "BertBackbone", TEXT_HINT)
         return inputs
 
+    def pooled_output(self, inputs, training=None):
+        """The pooled output alone, tanh(W C + b) on the final [CLS] state C
+        (sec. 3, 4.1), with the last layer run at [CLS] only (every position
+        still serves as key and value): the same numbers as
+        `backbone(inputs)["pooled_output"]` for about 1/L less work. The
+        heads that read only C (classification, multiple choice) call it.
+
+        Args:
+            inputs: dict. From `complete_inputs`, each `(batch, sequence_length)`.
+            training: bool. Whether dropout is active. Defaults to `None`.
+
+        Returns:
+            `(batch, hidden_dim)`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> backbone = BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> inputs = backbone.complete_inputs(np.array([[2, 7, 4, 9, 3]]))
+        >>> pooled = keras.ops.convert_to_numpy(backbone.pooled_output(inputs))
+        >>> full = keras.ops.convert_to_numpy(backbone(inputs)["pooled_output"])
+        >>> np.allclose(pooled, full, atol=1e-6)
+        True
+        """
+        no_positions = ops.zeros_like(ops.cast(inputs["padding_mask"][:, :0], "int32"))  # (batch, 0)
+        embeddings = self.embed(inputs, training=training)
+        encoded = self.encode(embeddings, inputs["padding_mask"], output_positions=no_positions, training=training)
+        return encoded["pooled_output"]
+
     def embed(self, inputs, training=None):
         """The input representation (sec. 3, Figure 2): token + position +
         segment embeddings, summed, then LayerNorm and dropout.
@@ -347,7 +377,8 @@ class BertBackbone(Backbone):
         as key and value): `sequence_output` is then `(batch, P, H)`, the
         states at `output_positions`, and `pooled_output` is unchanged. The
         pre-training heads read nothing else (sec. 3.1: the masked positions
-        and [CLS]).
+        and [CLS]); with P = 0 the last layer runs at [CLS] alone
+        (`pooled_output`).
 
         Args:
             embeddings: float tensor of shape `(batch, sequence_length, H)`. From `embed`.
@@ -382,7 +413,7 @@ class BertBackbone(Backbone):
                 "`output_positions` computes the last layer at a few positions only; it "
                 "cannot be combined with `return_hidden_states` or `return_attention_scores`."
             )
-        rows = None if output_positions is None else _with_cls(output_positions)
+        rows = None if output_positions is None else _with_cls(output_positions, padding_mask)
         x, hidden_states, attention_scores = embeddings, [embeddings], []
         last = len(self.transformer_layers) - 1
         for index, layer in enumerate(self.transformer_layers):
@@ -411,7 +442,7 @@ class BertBackbone(Backbone):
         return outputs
 
 
-def _with_cls(positions):
+def _with_cls(positions, padding_mask):
     """`[0] + positions` per row: the [CLS] state feeds the pooled output."""
-    positions = ops.cast(positions, "int32")
-    return ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)
+    cls = ops.zeros_like(ops.cast(padding_mask[:, :1], "int32"))  # (batch, 1) even when P = 0
+    return ops.concatenate([cls, ops.cast(positions, "int32")], axis=1)

@@ -5,7 +5,7 @@ import numpy as np
 
 from kzoo.models import input_checks
 from kzoo.models.bert.bert_backbone import bert_inputs
-from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_heads import dense_head, float32_logits, pooled_logits
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.task import Task
@@ -111,6 +111,12 @@ class BertClassifier(Task):
         self.class_names = class_names
         self.classifier_dropout = head_dropout
         self.logits = head
+
+    def call(self, inputs, training=None, mask=None):
+        # The graph of `__init__` gives the structure, shapes and weights; the
+        # head reads only [CLS], so the last encoder layer runs at that row.
+        return pooled_logits(self.backbone, self.complete_inputs(inputs), self.classifier_dropout, self.logits,
+                             training)
 
     def predict_labels(self, x, batch_size=None, verbose="auto"):
         """The most likely class of each example: its name with `class_names`,

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kzoo.models.bert.bert_backbone import bert_inputs
-from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_heads import dense_head, float32_logits, pooled_logits
 from kzoo.models.bert.bert_multiple_choice_preprocessor import BertMultipleChoicePreprocessor
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.task import Task
@@ -82,6 +82,13 @@ class BertMultipleChoice(Task):
         self.fold_choices = fold
         self.choice_dropout = head_dropout
         self.choice_score = head
+
+    def call(self, inputs, training=None, mask=None):
+        # As `BertClassifier.call`: the head reads only [CLS], so the last
+        # encoder layer runs at that row (same outputs as the graph of `__init__`).
+        folded = {name: self.fold_choices(tensor) for name, tensor in self.complete_inputs(inputs).items()}
+        scores = pooled_logits(self.backbone, folded, self.choice_dropout, self.choice_score, training)
+        return ops.reshape(scores, (-1, self.num_choices))
 
     head_size = "num_choices"
 

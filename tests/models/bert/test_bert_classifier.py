@@ -130,6 +130,17 @@ def test_task(tmp_path):
                   (3, 3), tmp_path)
 
 
+def test_last_layer_at_cls_only_gives_the_full_encoders_logits():
+    """The head reads [CLS]; the last layer computes that row alone (every
+    position still a key and value): the logits of the whole sequence's
+    encoder, padding included, within 1e-6."""
+    model = small_classifier()
+    packed = model.preprocessor(["the song was good", "a team", "a goal and the song was good"])
+    pooled = model.backbone(packed)["pooled_output"]
+    full = keras.ops.convert_to_numpy(model.logits(pooled))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(packed)), full, atol=1e-6)
+
+
 @pytest.mark.parametrize("num_classes", [0, -1, 2.0, True, "2"])
 def test_bad_num_classes(num_classes):
     with pytest.raises(ValueError, match="num_classes must be a positive int"):

@@ -54,6 +54,10 @@ def test_choices_are_scored_independently():
     logits = model.predict((contexts, choices), verbose=0)
     permuted = model.predict((contexts, [[choices[0][2], choices[0][0], choices[0][1]]]), verbose=0)
     np.testing.assert_allclose(permuted[0], logits[0][[2, 0, 1]], atol=1e-5)
+    # The last layer runs at [CLS] only: the whole encoder's scores within 1e-6.
+    packed = {name: np.asarray(ids)[0] for name, ids in model.preprocessor((contexts, choices)).items()}
+    full = model.choice_score(model.backbone(packed)["pooled_output"])  # (3 choices, 1)
+    np.testing.assert_allclose(logits[0], keras.ops.convert_to_numpy(full)[:, 0], atol=1e-6)
 
 
 def test_task(tmp_path):
