@@ -27,7 +27,9 @@ Public API:
   with `kzoo.MultipleNegativesRankingLoss`; retrieval metrics as sentence-transformers'
   evaluator defines them (`kzoo.retrieval_metrics`, `kzoo.evaluate_retrieval`, `kzoo.mrr_at_k`,
   `kzoo.ndcg_at_k`, `kzoo.map_at_k`, `kzoo.recall_at_k`, `kzoo.precision_at_k`,
-  `kzoo.accuracy_at_k`) and `kzoo.RetrievalEvaluator`, a callback logging them each epoch.
+  `kzoo.accuracy_at_k`) and `kzoo.RetrievalEvaluator`, a callback logging them each epoch;
+  `kzoo.BertReranker`, a cross-encoder scoring (query, document) pairs (sentence-transformers'
+  `CrossEncoder` checkpoints in and out).
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
@@ -55,6 +57,7 @@ from kzoo.models.bert import (
     BertPretrainer,
     BertQuestionAnswerer,
     BertQuestionAnswererPreprocessor,
+    BertReranker,
     BertTextEmbedder,
     BertTokenClassifier,
     BertTokenClassifierPreprocessor,
@@ -107,6 +110,7 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
+    "BertReranker",
     "BertTextEmbedder",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
