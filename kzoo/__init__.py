@@ -24,7 +24,12 @@ Public API:
   `kzoo.corpus_bleu`.
 - `kzoo.BertTextEmbedder`: sentence embeddings (Sentence-BERT pooling) for
   semantic search (`kzoo.semantic_search`, `kzoo.cosine_similarity`), trained
-  with `kzoo.MultipleNegativesRankingLoss`.
+  with `kzoo.MultipleNegativesRankingLoss`; retrieval metrics as sentence-transformers'
+  evaluator defines them (`kzoo.retrieval_metrics`, `kzoo.evaluate_retrieval`, `kzoo.mrr_at_k`,
+  `kzoo.ndcg_at_k`, `kzoo.map_at_k`, `kzoo.recall_at_k`, `kzoo.precision_at_k`,
+  `kzoo.accuracy_at_k`) and `kzoo.RetrievalEvaluator`, a callback logging them each epoch;
+  `kzoo.BertReranker`, a cross-encoder scoring (query, document) pairs (sentence-transformers'
+  `CrossEncoder` checkpoints in and out).
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
@@ -37,7 +42,7 @@ Public API:
 """
 
 from kzoo import checkpoints as checkpoints  # the formats `from_preset` reads
-from kzoo.callbacks import BestPreset
+from kzoo.callbacks import BestPreset, RetrievalEvaluator
 from kzoo import data, distribution, layers
 from kzoo.tokenizers.wordpiece_vocabulary import learn_wordpiece_vocabulary
 from kzoo.models.bert import (
@@ -52,6 +57,7 @@ from kzoo.models.bert import (
     BertPretrainer,
     BertQuestionAnswerer,
     BertQuestionAnswererPreprocessor,
+    BertReranker,
     BertTextEmbedder,
     BertTokenClassifier,
     BertTokenClassifierPreprocessor,
@@ -77,6 +83,16 @@ from kzoo.models.transformer import (
     translate,
 )
 from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
+from kzoo.models.retrieval_metrics import (
+    accuracy_at_k,
+    evaluate_retrieval,
+    map_at_k,
+    mrr_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    retrieval_metrics,
+)
 from kzoo.presets import list_presets
 from kzoo import progress as progress
 from kzoo import visualize  # matplotlib is imported when a picture is drawn
@@ -94,6 +110,7 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
+    "BertReranker",
     "BertTextEmbedder",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",
@@ -103,10 +120,12 @@ __all__ = [
     "LabelSmoothedCrossEntropy",
     "LinearWarmupLinearDecay",
     "MultipleNegativesRankingLoss",
+    "RetrievalEvaluator",
     "Transformer",
     "TransformerPreprocessor",
     "TransformerSchedule",
     "TransformerTokenizer",
+    "accuracy_at_k",
     "average_checkpoints",
     "bert_finetuning_optimizer",
     "bert_pretraining_optimizer",
@@ -115,11 +134,18 @@ __all__ = [
     "data",
     "distribution",
     "entity_f1",
+    "evaluate_retrieval",
     "layers",
     "learn_wordpiece_vocabulary",
     "list_presets",
+    "map_at_k",
+    "mrr_at_k",
+    "ndcg_at_k",
     "perplexity",
+    "precision_at_k",
     "pretraining_phases",
+    "recall_at_k",
+    "retrieval_metrics",
     "semantic_search",
     "squad_metrics",
     "transformer_optimizer",

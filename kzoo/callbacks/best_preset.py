@@ -6,7 +6,7 @@ import warnings
 import keras
 import numpy as np
 
-GREATER_IS_BETTER = ("acc", "auc", "precision", "recall", "f1", "exact_match", "bleu")
+GREATER_IS_BETTER = ("acc", "auc", "precision", "recall", "f1", "exact_match", "bleu", "mrr", "ndcg", "map@")
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -29,7 +29,7 @@ class BestPreset(keras.callbacks.Callback):
         path: str or `os.PathLike`. The preset directory (new, empty, or a preset).
         monitor: str. The logged value to watch. Defaults to `"val_loss"`.
         mode: str. `"min"`, `"max"`, or `"auto"`: lowest for losses, highest
-            for accuracies, F1, AUC, precision, recall, exact match and BLEU.
+            for accuracies, F1, AUC, precision, recall, exact match, BLEU, MRR, NDCG and MAP.
             Defaults to `"auto"`.
         min_delta: float. The least change that counts as better. Defaults to `0.0`.
         initial_value_threshold: float or None. A value to beat before the

@@ -162,6 +162,7 @@ TASKS = {
     "BertPretrainer": TaskHeads((MLM, NSP), "BertForPreTraining"),
     "BertMaskedLM": TaskHeads((MLM,), "BertForMaskedLM", uses_pooler=False),
     "BertClassifier": _dense_task("BertForSequenceClassification", "logits", "classifier", ""),
+    "BertReranker": _dense_task("BertForSequenceClassification", "logits", "classifier", ""),  # one label
     "BertTokenClassifier": _dense_task("BertForTokenClassification", "logits", "classifier", uses_pooler=False),
     "BertQuestionAnswerer": _dense_task("BertForQuestionAnswering", "span_logits", "qa_outputs", "cls/squad/",
                                         uses_pooler=False),

@@ -110,7 +110,8 @@ def open_checkpoint(path):
         tokenizer_config=tokenizer_config(directory),
         shapes=shapes, read=read,
         architectures=tuple((config or {}).get("architectures") or ()),
-        head_config={**_head_config(config or {}), **sentence_transformers.read(directory)},
+        head_config={**_head_config(config or {}), **sentence_transformers.read(directory),
+                     **sentence_transformers.cross_encoder_activation(directory, config or {})},
     )
 
 
@@ -260,6 +261,9 @@ def save(model, path, tokenizer=None, progress=False):
             f"{foreign[:5]}. Export into a new or empty directory."
         )
     files = {CONFIG_FILE: _config_from(model, backbone, task, tokenizer)}
+    if name == "BertReranker":  # CrossEncoder's activation, not a regression's problem_type
+        del files[CONFIG_FILE]["problem_type"]
+        files[CONFIG_FILE]["sentence_transformers"] = sentence_transformers.cross_encoder_config(model)
     if tokenizer is not None:
         files[TOKENIZER_CONFIG_FILE] = {
             "tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,

@@ -2,7 +2,8 @@
 into `kzoo.BertTextEmbedder`'s arguments and written with it (so that
 `SentenceTransformer(directory)` loads it): `modules.json` (Transformer,
 Pooling, optional Normalize), `1_Pooling/config.json` (the pooling mode) and
-`sentence_bert_config.json` (`max_seq_length`, the preprocessor's `sequence_length`).
+`sentence_bert_config.json` (`max_seq_length`, the preprocessor's `sequence_length`);
+and a `CrossEncoder`'s activation, `kzoo.BertReranker`'s `activation`.
 """
 
 import json
@@ -18,6 +19,11 @@ MODE_FLAGS = {
     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken",
 }
 KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
+# A CrossEncoder's activation_fn (a torch class path) -> kzoo.BertReranker's activation.
+ACTIVATIONS = {"torch.nn.modules.activation.Sigmoid": "sigmoid", "torch.nn.modules.linear.Identity": "linear",
+               "torch.nn.modules.activation.Tanh": "tanh"}
+ACTIVATIONS.update({f"torch.nn.{path.rsplit('.', 1)[-1]}": name for path, name in list(ACTIVATIONS.items())})
+EXPORTED_ACTIVATIONS = {name: path for path, name in list(ACTIVATIONS.items())[:3]}
 
 
 def read(directory):
@@ -92,3 +98,43 @@ def write(embedder, directory):
     for name, content in files.items():
         with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
             json.dump(content, f, indent=2)
+
+
+def cross_encoder_activation(directory, config):
+    """`{"activation": ...}` as a sentence-transformers `CrossEncoder` would take it from Hugging Face
+    directory `directory` with `config.json` `config`: v6's `config_sentence_transformers.json`
+    (beside a `modules.json`), else v4-v5's `config["sentence_transformers"]["activation_fn"]`, else
+    the older `sbert_ce_default_activation_function`; `{}` when none records one (then sigmoid, for
+    one label). A path kzoo does not map is kept as it is, for the reranker to refuse by name.
+
+    Example:
+
+    >>> import tempfile
+    >>> cross_encoder_activation(tempfile.mkdtemp(), {"sbert_ce_default_activation_function":
+    ...                                               "torch.nn.modules.linear.Identity"})
+    {'activation': 'linear'}
+    """
+    path = None
+    settings = os.path.join(directory, "config_sentence_transformers.json")
+    if os.path.isfile(os.path.join(directory, MODULES_FILE)) and os.path.isfile(settings):
+        recorded = _json(settings)
+        if recorded.get("model_type") == "CrossEncoder":
+            path = recorded.get("activation_fn")
+    if path is None:
+        path = (config.get("sentence_transformers") or {}).get("activation_fn")
+    if path is None:
+        path = config.get("sbert_ce_default_activation_function")
+    return {} if path is None else {"activation": ACTIVATIONS.get(path, path)}
+
+
+def cross_encoder_config(reranker):
+    """The `sentence_transformers` entry of a `kzoo.BertReranker`'s Hugging Face `config.json`, where
+    `CrossEncoder` (v4 and later) reads its activation.
+
+    Example:
+
+    >>> import kzoo
+    >>> cross_encoder_config(kzoo.BertReranker.from_preset("bert_tiny", load_weights=False))
+    {'activation_fn': 'torch.nn.modules.activation.Sigmoid'}
+    """
+    return {"activation_fn": EXPORTED_ACTIVATIONS[reranker.activation]}

@@ -18,6 +18,7 @@ from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.bert.bert_pretrainer import BertMaskedLM, BertPretrainer
 from kzoo.models.bert.bert_question_answerer import BertQuestionAnswerer
 from kzoo.models.bert.bert_question_answerer_preprocessor import BertQuestionAnswererPreprocessor
+from kzoo.models.bert.bert_reranker import BertReranker
 from kzoo.models.bert.bert_squad_metrics import squad_metrics
 from kzoo.models.bert.bert_text_embedder import BertTextEmbedder
 from kzoo.models.bert.bert_token_classifier import BertTokenClassifier
@@ -37,6 +38,7 @@ __all__ = [
     "BertPretrainer",
     "BertQuestionAnswerer",
     "BertQuestionAnswererPreprocessor",
+    "BertReranker",
     "BertTextEmbedder",
     "BertTokenClassifier",
     "BertTokenClassifierPreprocessor",

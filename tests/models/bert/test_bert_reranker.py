@@ -1,0 +1,122 @@
+"""kzoo.BertReranker (a cross-encoder, BERT sec. 4.1 Figure 4a with one output): scores equal
+sentence-transformers' CrossEncoder.predict within 1e-5 on a checkpoint written here, the
+activation read from and written to its config; training on (query, document, label)."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import kzoo
+from tests.models.bert.checkpoint_fixtures import UNCASED, random_hf_model, write_vocabulary
+from tests.models.bert.task_fixtures import VOCABULARY, tiny_backbone
+
+TOLERANCE = 1e-5
+QUERIES = ["is the cafe open today?", "we went to paris", "the old city", "a good story", "the river"]
+DOCUMENTS = ["The cafe is open today.", "We went to Berlin and Paris!", "Café music in the old city",
+             "it was not bad, quite a good ending", "paris " * 30 + "river"]  # the last cut longest-first
+
+
+@pytest.fixture(scope="module")
+def cross_encoders(tmp_path_factory):
+    """Directories a sentence-transformers v6 CrossEncoder saved: its default activation
+    (sigmoid), and Identity; each with the CrossEncoder loaded from it."""
+    st = pytest.importorskip("sentence_transformers")
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+
+    source = tmp_path_factory.mktemp("hf")
+    model = random_hf_model(transformers.BertForSequenceClassification, hidden_size=16, intermediate_size=32,
+                            num_labels=1)
+    model.save_pretrained(source)
+    write_vocabulary(source, UNCASED)
+    transformers.BertTokenizerFast(vocab=str(source / "vocab.txt"), do_lower_case=True).save_pretrained(source)
+    found = {}
+    for name, activation in (("sigmoid", None), ("linear", torch.nn.Identity())):
+        directory = tmp_path_factory.mktemp(name)
+        st.CrossEncoder(str(source), device="cpu", activation_fn=activation).save_pretrained(str(directory))
+        found[name] = directory, st.CrossEncoder(str(directory), device="cpu")
+    return found
+
+
+def test_scores_equal_cross_encoder_and_survive_both_round_trips(cross_encoders, tmp_path):
+    st = pytest.importorskip("sentence_transformers")
+    expected = {}
+    for activation, (directory, cross_encoder) in cross_encoders.items():
+        reranker = kzoo.BertReranker.from_preset(directory)
+        assert reranker.activation == activation
+        expected[activation] = cross_encoder.predict(list(zip(QUERIES, DOCUMENTS)))
+        scores = reranker.predict_scores((QUERIES, DOCUMENTS), batch_size=2)
+        np.testing.assert_allclose(scores, expected[activation], atol=TOLERANCE)
+    np.testing.assert_allclose(1 / (1 + np.exp(-expected["linear"])), expected["sigmoid"], atol=TOLERANCE)
+    expected = expected["linear"]  # logits: 100 tolerances apart, each far from its sigmoid
+    assert np.ptp(expected) > 100 * TOLERANCE and abs(expected - 1 / (1 + np.exp(-expected))).min() > 0.1
+    reranker.save_to_preset(tmp_path / "hf", format="huggingface")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["sentence_transformers"] == {"activation_fn": "torch.nn.modules.linear.Identity"}
+    assert "problem_type" not in config and config["id2label"] == {"0": "LABEL_0"}
+    exported = st.CrossEncoder(str(tmp_path / "hf"), device="cpu")
+    np.testing.assert_allclose(exported.predict(list(zip(QUERIES, DOCUMENTS))), expected, atol=TOLERANCE)
+    reranker.save_to_preset(tmp_path / "kzoo")
+    restored = kzoo.BertReranker.from_preset(tmp_path / "kzoo")
+    assert restored.activation == "linear" and restored.get_config()["activation"] == "linear"
+    np.testing.assert_allclose(restored.predict_scores((QUERIES, DOCUMENTS)), expected, atol=TOLERANCE)
+    scores, indices = restored.rank(QUERIES[0], DOCUMENTS, top_k=3)
+    ranked = exported.rank(QUERIES[0], DOCUMENTS, top_k=3)
+    assert indices.tolist() == [hit["corpus_id"] for hit in ranked]
+    np.testing.assert_allclose(scores, [hit["score"] for hit in ranked], atol=TOLERANCE)
+
+
+@pytest.mark.once  # reads config files: no backend changes it (the scores are tested on each)
+def test_older_records_of_the_activation_are_read(cross_encoders, tmp_path):
+    directory, _ = cross_encoders["linear"]
+    config = json.loads((directory / "config.json").read_text())
+    for key, value in (("sentence_transformers", {"activation_fn": "torch.nn.modules.activation.Tanh"}),
+                       ("sbert_ce_default_activation_function", "torch.nn.modules.linear.Identity")):
+        (tmp_path / key).mkdir()
+        for file in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+            (tmp_path / key / file).write_bytes((directory / file).read_bytes())  # not v6's own files
+        (tmp_path / key / "config.json").write_text(json.dumps({**config, key: value}))
+    assert kzoo.BertReranker.from_preset(tmp_path / "sentence_transformers").activation == "tanh"  # v4-v5
+    assert kzoo.BertReranker.from_preset(tmp_path / "sbert_ce_default_activation_function").activation == "linear"
+    config["sentence_transformers"] = {"activation_fn": "torch.nn.modules.activation.GELU"}
+    (tmp_path / "sentence_transformers" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="activation must be one of .* got 'torch.nn.modules.activation.GELU'"):
+        kzoo.BertReranker.from_preset(tmp_path / "sentence_transformers")
+
+
+def test_binary_cross_entropy_training_separates_relevant_pairs():
+    keras.utils.set_random_seed(0)
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    queries = ["song", "film", "game"] * 4
+    documents = ["song songs", "game", "film", "film films", "song", "game"] * 2
+    labels = np.array([1, 0, 0, 1, 0, 0] * 2, "float32")
+    reranker.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = reranker.fit((queries, documents), labels, batch_size=4, epochs=15, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.6 * losses[0], losses
+    scores = reranker.predict_scores((queries, documents))
+    assert scores[labels == 1].min() > scores[labels == 0].max(), scores
+
+
+def test_config_round_trip_and_bad_input_refused_in_kzoo_words():
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY),
+                                 dropout=0.2, activation="tanh")
+    config = reranker.get_config()
+    assert (config["dropout"], config["activation"]) == (0.2, "tanh")
+    assert kzoo.BertReranker.from_config(config).get_config() == config
+    with pytest.raises(ValueError, match="activation must be one of"):
+        kzoo.BertReranker(tiny_backbone(hidden_dim=16), activation="softmax")
+    with pytest.raises(ValueError, match=r"top_k must be an int in \[1, 2\]"):
+        reranker.rank("song", ["song", "film"], top_k=3)
+    with pytest.raises(ValueError, match="non-empty list of documents"):
+        reranker.rank("song", [])
+    with pytest.raises(ValueError, match="takes one query, a str"):
+        reranker.rank(["song"], ["song"])
+    with pytest.raises(ValueError, match=r"pass a tuple of two lists, \(queries, documents\)"):
+        reranker.predict_scores(["song", "film"])
+    with pytest.raises(ValueError, match=r"relevances in \[0, 1\]"):
+        reranker.fit((["song"], ["film"]), [2.0])
+    with pytest.raises(ValueError, match="one relevance in"):
+        reranker.fit((["song"], ["film"]), [[0.0, 1.0]])
