@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 from kzoo.models.bert.bert_backbone import bert_inputs
-from kzoo.models.bert.bert_heads import dense_head, float32_logits
+from kzoo.models.bert.bert_heads import dense_head, float32_logits, pooled_logits
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.task import Task
@@ -91,6 +91,11 @@ class BertReranker(Task):
         self.num_classes = 1  # one label, as Hugging Face's config records it
         self.classifier_dropout = head_dropout
         self.logits = head
+
+    def call(self, inputs, training=None, mask=None):
+        # As `BertClassifier.call`: the head reads only [CLS], so the last layer runs at that row.
+        return pooled_logits(self.backbone, self.complete_inputs(inputs), self.classifier_dropout, self.logits,
+                             training)
 
     # === The recipe ===
 
