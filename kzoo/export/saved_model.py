@@ -29,6 +29,7 @@ import sys
 import tempfile
 
 import keras
+import tensorflow as tf
 
 from kzoo.export.answer_spans import serve_answers
 from kzoo.export.serving import serve_classes, serve_embeddings, serve_features, serve_tags, serve_translations
@@ -147,7 +148,7 @@ def export_saved_model(model, path, preprocessor=None, **options):
     preprocessor = _preprocessor_of(model, preprocessor, name)
     serving = build_serving(model, preprocessor, options)  # checks the options before any work
     if keras.backend.backend() == "tensorflow":
-        _write(model, serving, path)
+        _write(serving, path)
     else:
         _write_through_tensorflow(model, preprocessor, path, options)
 
@@ -181,15 +182,18 @@ def _preprocessor_of(model, preprocessor, owner):
     return model.preprocessor
 
 
-def _write(model, serving, path):
-    """Traces `serving` into a SavedModel at `path` (TensorFlow backend)."""
-    # Not `archive.track(model)`: the endpoint's variables are saved anyway,
-    # and tracking walks every layer for lookup tables (kzoo has none), which
-    # took most of the export's time.
-    archive = keras.export.ExportArchive()
-    archive.add_endpoint("serving_default", serving.function, input_signature=serving.inputs)
+def _write(serving, path):
+    """Traces `serving` into a SavedModel at `path` (TensorFlow backend), once."""
+    # The concrete function itself is the signature: `tf.saved_model.save`
+    # given a `tf.function` (as Keras' `ExportArchive.write_out` passes it)
+    # traces it again inside its save context, whose variable policy is part
+    # of tf.function's cache key; the graph would be built twice.
+    traced = tf.function(serving.function, input_signature=serving.inputs, autograph=False).get_concrete_function()
+    root = tf.Module()
+    root.serving_default = traced
+    root.variables_read = list(traced.variables)  # a function's variables must be tracked to be saved
     with atomic.replacing_directory(path) as scratch:
-        archive.write_out(scratch, verbose=False)
+        tf.saved_model.save(root, scratch, signatures={"serving_default": traced})
 
 
 def _class_path(obj):
