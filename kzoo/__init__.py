@@ -24,7 +24,9 @@ Public API:
   `kzoo.corpus_bleu`.
 - `kzoo.BertTextEmbedder`: sentence embeddings (Sentence-BERT pooling) for
   semantic search (`kzoo.semantic_search`, `kzoo.cosine_similarity`), trained
-  with `kzoo.MultipleNegativesRankingLoss`; retrieval metrics as sentence-transformers'
+  with `kzoo.MultipleNegativesRankingLoss` (and `kzoo.MatryoshkaLoss` for shorter vectors) on
+  pairs or on triplets from `kzoo.mine_hard_negatives`; int8 and binary vectors
+  (`kzoo.quantize_embeddings`, `kzoo.quantization_ranges`); retrieval metrics as sentence-transformers'
   evaluator defines them (`kzoo.retrieval_metrics`, `kzoo.evaluate_retrieval`, `kzoo.mrr_at_k`,
   `kzoo.ndcg_at_k`, `kzoo.map_at_k`, `kzoo.recall_at_k`, `kzoo.precision_at_k`,
   `kzoo.accuracy_at_k`) and `kzoo.RetrievalEvaluator`, a callback logging them each epoch;
@@ -82,7 +84,9 @@ from kzoo.models.transformer import (
     transformer_optimizer,
     translate,
 )
-from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
+from kzoo.models.embedding_quantization import quantization_ranges, quantize_embeddings
+from kzoo.models.embeddings import MatryoshkaLoss, MultipleNegativesRankingLoss, cosine_similarity, semantic_search
+from kzoo.models.hard_negatives import mine_hard_negatives
 from kzoo.models.retrieval_metrics import (
     accuracy_at_k,
     evaluate_retrieval,
@@ -119,6 +123,7 @@ __all__ = [
     "CheckpointAveraging",
     "LabelSmoothedCrossEntropy",
     "LinearWarmupLinearDecay",
+    "MatryoshkaLoss",
     "MultipleNegativesRankingLoss",
     "RetrievalEvaluator",
     "Transformer",
@@ -139,11 +144,14 @@ __all__ = [
     "learn_wordpiece_vocabulary",
     "list_presets",
     "map_at_k",
+    "mine_hard_negatives",
     "mrr_at_k",
     "ndcg_at_k",
     "perplexity",
     "precision_at_k",
     "pretraining_phases",
+    "quantization_ranges",
+    "quantize_embeddings",
     "recall_at_k",
     "retrieval_metrics",
     "semantic_search",

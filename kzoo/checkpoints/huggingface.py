@@ -26,7 +26,8 @@ TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # The files kzoo reads of a Hugging Face BERT directory, less pytorch_model.bin.
 HF_FILES = (CONFIG_FILE, SAFETENSORS_FILE, VOCABULARY_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
-            sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, "1_Pooling/*")
+            sentence_transformers.MODULES_FILE, sentence_transformers.SETTINGS_FILE, sentence_transformers.CONFIG_FILE,
+            "1_Pooling/*")
 DOWNLOADED = (*HF_FILES, PYTORCH_FILE)  # for an `hf://` handle
 
 

@@ -2,7 +2,8 @@
 into `kzoo.BertTextEmbedder`'s arguments and written with it (so that
 `SentenceTransformer(directory)` loads it): `modules.json` (Transformer,
 Pooling, optional Normalize), `1_Pooling/config.json` (the pooling mode) and
-`sentence_bert_config.json` (`max_seq_length`, the preprocessor's `sequence_length`);
+`sentence_bert_config.json` (`max_seq_length`, the preprocessor's `sequence_length`),
+`config_sentence_transformers.json` (`prompts`, `default_prompt_name`);
 and a `CrossEncoder`'s activation, `kzoo.BertReranker`'s `activation`.
 """
 
@@ -11,7 +12,8 @@ import os
 
 MODULES_FILE = "modules.json"
 SETTINGS_FILE = "sentence_bert_config.json"
-WRITTEN = (MODULES_FILE, SETTINGS_FILE, "config_sentence_transformers.json", "1_Pooling", "2_Normalize")
+CONFIG_FILE = "config_sentence_transformers.json"
+WRITTEN = (MODULES_FILE, SETTINGS_FILE, CONFIG_FILE, "1_Pooling", "2_Normalize")
 # sentence-transformers' older Pooling config: one boolean per mode.
 MODE_FLAGS = {
     "pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
@@ -53,12 +55,23 @@ def read(directory):
             if len(modes) != 1:
                 unsupported.append(f"Pooling with modes {modes}")
             found["pooling"] = modes[0] if modes else "mean"
+    found.update(_prompts(directory))
     settings = os.path.join(directory, SETTINGS_FILE)
     length = _json(settings).get("max_seq_length") if os.path.isfile(settings) else None
     if length:
         found["sequence_length"] = int(length)
     if unsupported:
         found["unsupported"] = unsupported
+    return found
+
+
+def _prompts(directory):
+    """`prompts` and `default_prompt_name` of `config_sentence_transformers.json`, where set."""
+    path = os.path.join(directory, CONFIG_FILE)
+    recorded = _json(path) if os.path.isfile(path) else {}
+    found = {"prompts": recorded["prompts"]} if recorded.get("prompts") else {}
+    if recorded.get("default_prompt_name") is not None:
+        found["default_prompt_name"] = recorded["default_prompt_name"]
     return found
 
 
@@ -92,7 +105,8 @@ def write(embedder, directory):
     pooling = {"word_embedding_dimension": embedder.backbone.hidden_dim}
     pooling.update({flag: embedder.pooling == name for flag, name in MODE_FLAGS.items()})
     files = {MODULES_FILE: modules, os.path.join("1_Pooling", "config.json"): pooling,
-             "config_sentence_transformers.json": {"similarity_fn_name": "cosine"}}
+             CONFIG_FILE: {"similarity_fn_name": "cosine", "prompts": embedder.prompts,
+                           "default_prompt_name": embedder.default_prompt_name}}
     if embedder.preprocessor is not None:
         files[SETTINGS_FILE] = {"max_seq_length": embedder.preprocessor.sequence_length, "do_lower_case": False}
     for name, content in files.items():
@@ -115,7 +129,7 @@ def cross_encoder_activation(directory, config):
     {'activation': 'linear'}
     """
     path = None
-    settings = os.path.join(directory, "config_sentence_transformers.json")
+    settings = os.path.join(directory, CONFIG_FILE)
     if os.path.isfile(os.path.join(directory, MODULES_FILE)) and os.path.isfile(settings):
         recorded = _json(settings)
         if recorded.get("model_type") == "CrossEncoder":

@@ -10,7 +10,14 @@ from kzoo.models.batching import LengthBatches
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
-from kzoo.models.embeddings import MultipleNegativesRankingLoss, cosine_similarity, semantic_search
+from kzoo.models.embedding_quantization import check_precision, quantization_ranges, quantize_embeddings
+from kzoo.models.embeddings import (
+    MultipleNegativesRankingLoss,
+    check_truncate_dim,
+    cosine_similarity,
+    semantic_search,
+    truncate_embeddings,
+)
 from kzoo.models.task import Task
 
 POOLING = ("mean", "cls", "max", "mean_sqrt_len_tokens")  # sentence-transformers' names
@@ -88,6 +95,13 @@ class BertTextEmbedder(Task):
     length from the checkpoint's own files; `encode` then gives the vectors
     `sentence_transformers.SentenceTransformer(...).encode` gives.
 
+    Embeddings can be shorter (`truncate_dim`, Matryoshka: Kusupati et al.
+    2022, trained with `kzoo.MatryoshkaLoss`) and smaller (`precision`: int8 or
+    binary codes, `kzoo.quantize_embeddings`); queries and documents can carry
+    their own `prompts` (`encode_query`, `encode_document`, as
+    sentence-transformers v5 and later), read from and written to the
+    checkpoint's `config_sentence_transformers.json`.
+
     `fit((anchors, positives))` trains with in-batch negatives
     (`kzoo.MultipleNegativesRankingLoss`, scale 20), or with hard negatives
     as a third column; `compile()` with no arguments uses BERT's fine-tuning
@@ -100,6 +114,11 @@ class BertTextEmbedder(Task):
         normalize: bool. Unit-length embeddings. Defaults to `True`.
         preprocessor: `kzoo.BertPreprocessor`, `kzoo.BertTokenizer` or None.
             With one, `encode`, `fit` and `predict` take raw text. Defaults to `None`.
+        prompts: dict or None. Prompt name -> text put before each text
+            `encode` embeds (`{"query": "query: ", "document": "passage: "}`).
+            Defaults to `None`: no prompts.
+        default_prompt_name: str or None. The prompt `encode` uses when given
+            none. Defaults to `None`.
         **kwargs: `keras.Model` arguments (`name`, `trainable`).
 
     Call arguments:
@@ -127,7 +146,13 @@ class BertTextEmbedder(Task):
 
     preprocessor_class = BertPreprocessor
 
-    def __init__(self, backbone, pooling="mean", normalize=True, preprocessor=None, **kwargs):
+    def __init__(self, backbone, pooling="mean", normalize=True, preprocessor=None, prompts=None,
+                 default_prompt_name=None, **kwargs):
+        prompts = dict(prompts or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+            raise ValueError(f"prompts maps prompt names to texts, both str; got {prompts!r}.")
+        if default_prompt_name is not None and default_prompt_name not in prompts:
+            raise ValueError(f"default_prompt_name {default_prompt_name!r} is not one of the prompts {list(prompts)}.")
         # === Layers ===
         pool = SentencePooling(pooling, normalize, name="sentence_pooling")
         # === Functional model ===
@@ -138,6 +163,7 @@ class BertTextEmbedder(Task):
         self.pooling = pooling
         self.normalize = normalize
         self.sentence_pooling = pool
+        self.prompts, self.default_prompt_name = prompts, default_prompt_name
 
     # === The recipe ===
 
@@ -147,19 +173,29 @@ class BertTextEmbedder(Task):
     def default_loss(self):
         return MultipleNegativesRankingLoss(scale=20.0)
 
+    def compile(self, optimizer=None, loss="auto", metrics="auto", **kwargs):
+        if hasattr(loss, "check_width"):  # kzoo.MatryoshkaLoss: its widths refused before any step
+            loss.check_width(self.backbone.hidden_dim)
+        super().compile(optimizer, loss, metrics, **kwargs)
+
     def unused_variables(self):
         """No embedding reads the `[CLS]` pooler (`kzoo.models.Task.unused_variables`)."""
         return self.backbone.pooled_dense.weights if hasattr(self, "backbone") else []
 
     # === Embeddings ===
 
-    def encode(self, texts, batch_size=32, verbose="auto", callbacks=None):
+    def encode(self, texts, batch_size=32, verbose="auto", callbacks=None, prompt_name=None, prompt=None,
+               truncate_dim=None, precision="float32", ranges=None):
         """The embeddings of `texts`, in their order, as a NumPy array.
 
         Texts run in batches of similar lengths, each padded only as far as
         its longest text needs; a text longer than the preprocessor's
         `sequence_length` is truncated, as sentence-transformers truncates at
-        its `max_seq_length`.
+        its `max_seq_length`. The arguments after `callbacks` are
+        sentence-transformers' `encode`'s: a prompt put before each text, the
+        first `truncate_dim` dimensions kept (then scaled back to unit length
+        when the embedder normalises; Kusupati et al. 2022), and codes of a
+        smaller `precision` (`kzoo.quantize_embeddings`).
 
         Args:
             texts: list of str (or a NumPy array / `tf.string` tensor). The texts.
@@ -168,9 +204,19 @@ class BertTextEmbedder(Task):
             callbacks: list of `keras.callbacks.Callback` or None. As for
                 `keras.Model.predict` (e.g. `kzoo.progress.predict_progress()`'s).
                 Defaults to `None`.
+            prompt_name: str or None. A key of `prompts`. Defaults to `None`:
+                `default_prompt_name`'s prompt, if any.
+            prompt: str or None. A prompt text; wins over `prompt_name`. Defaults to `None`.
+            truncate_dim: int or None. Dimensions kept, at most `hidden_dim`.
+                Defaults to `None`: all.
+            precision: str. `"float32"`, `"int8"`, `"uint8"`, `"binary"` or
+                `"ubinary"`. Defaults to `"float32"`.
+            ranges: float array `(2, dim)` or None. int8 / uint8 ranges
+                (`kzoo.quantization_ranges` of a calibration set). Defaults to
+                `None`: those of these embeddings.
 
         Returns:
-            float32 NumPy array `(len(texts), hidden_dim)`.
+            NumPy array `(len(texts), dim)`: float32, or the codes of `precision`.
 
         Example:
 
@@ -178,15 +224,78 @@ class BertTextEmbedder(Task):
         >>> embedder = BertTextEmbedder.from_preset("bert_tiny", load_weights=False)
         >>> embedder.encode({"token_ids": [[2, 7, 3]]}, verbose=0).shape
         (1, 128)
+        >>> embedder.encode({"token_ids": [[2, 7, 3]]}, verbose=0, truncate_dim=64, precision="binary").shape
+        (1, 8)
         """
         if isinstance(texts, tuple):
             raise ValueError(
                 "encode embeds one text per row: pass a list of strings. A tuple (anchors, positives) "
                 "is what `fit` trains on."
             )
+        check_truncate_dim(truncate_dim, self.backbone.hidden_dim)
+        check_precision(precision)
+        texts = self._prompted(texts, self._prompt(prompt_name, prompt))
+        if precision.endswith("int8") and ranges is None and isinstance(texts, list) and len(texts) < 2:
+            raise ValueError(f"{precision} codes of fewer than 2 texts need ranges: pass "
+                             "ranges=kzoo.quantization_ranges(calibration_embeddings).")
         extra = {} if callbacks is None else {"callbacks": callbacks}  # none: predict's one-batch fast path
         embeddings = self.predict(texts, batch_size=batch_size, verbose=verbose, **extra)
-        return np.asarray(keras.ops.convert_to_numpy(embeddings))
+        embeddings = truncate_embeddings(keras.ops.convert_to_numpy(embeddings), truncate_dim, self.normalize)
+        return quantize_embeddings(embeddings, precision, ranges)
+
+    def encode_query(self, texts, prompt_name=None, prompt=None, **kwargs):
+        """`encode` with the prompt named `"query"` when `prompts` has one and
+        none is given (sentence-transformers v5's `encode_query`); other
+        arguments as `encode`'s.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, BertTextEmbedder, BertTokenizer
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "query", ":", "a", "cat"]
+        >>> backbone = BertBackbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2,
+        ...     hidden_dim=8, intermediate_dim=16)
+        >>> embedder = BertTextEmbedder(backbone, preprocessor=BertTokenizer(vocabulary),
+        ...     prompts={"query": "query: "})
+        >>> bool(abs(embedder.encode_query(["a cat"], verbose=0)
+        ...          - embedder.encode(["query: a cat"], verbose=0)).max() < 1e-6)
+        True
+        """
+        if prompt_name is None and prompt is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **kwargs)
+
+    def encode_document(self, texts, prompt_name=None, prompt=None, **kwargs):
+        """`encode` with the first of the prompts named `"document"`, `"passage"`
+        and `"corpus"` that `prompts` has, when none is given
+        (sentence-transformers v5's `encode_document`); other arguments as `encode`'s.
+
+        Example:
+
+        >>> from kzoo import BertTextEmbedder
+        >>> embedder = BertTextEmbedder.from_preset("bert_tiny", load_weights=False)
+        >>> embedder.encode_document({"token_ids": [[2, 7, 3]]}, verbose=0).shape  # no prompts: encode's
+        (1, 128)
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
+        return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **kwargs)
+
+    def _prompt(self, prompt_name, prompt):
+        # sentence-transformers' _resolve_prompt: a prompt, else the named one, else the default's.
+        if prompt is not None:
+            return prompt
+        if prompt_name is not None and prompt_name not in self.prompts:
+            raise ValueError(f"No prompt named {prompt_name!r}: this embedder's prompts are {list(self.prompts)}.")
+        return self.prompts.get(prompt_name if prompt_name is not None else self.default_prompt_name, "")
+
+    @staticmethod
+    def _prompted(texts, prompt):
+        if not prompt:
+            return texts
+        if not isinstance(texts, (list, np.ndarray)):
+            raise ValueError(f"A prompt ({prompt!r}) goes before raw texts: pass a list of strings, or "
+                             "prompt='' to embed these inputs as they are.")
+        return [prompt + text if isinstance(text, str) else text for text in np.asarray(texts, object).tolist()]
 
     def similarity(self, texts_a, texts_b, batch_size=32):
         """The cosine similarity of every text of `texts_a` with every text of `texts_b`.
@@ -206,20 +315,31 @@ class BertTextEmbedder(Task):
         >>> embedder.similarity({"token_ids": [[2, 7, 3]]}, {"token_ids": [[2, 7, 3], [2, 9, 3]]}).shape
         (1, 2)
         """
-        return cosine_similarity(*(self._embedded(texts, batch_size) for texts in (texts_a, texts_b)))
+        return cosine_similarity(*(self._embedded(texts, batch_size, self.encode) for texts in (texts_a, texts_b)))
 
-    def search(self, queries, corpus, top_k=10, batch_size=32):
+    def search(self, queries, corpus, top_k=10, batch_size=32, truncate_dim=None, precision="float32", ranges=None,
+               rescore=True):
         """Exact top-k semantic search: the `top_k` texts of `corpus` most
-        similar to each query, best first (`kzoo.semantic_search`).
+        similar to each query, best first (`kzoo.semantic_search`); texts
+        embedded with `encode_query` and `encode_document`.
 
-        Encode a large corpus once (`encode`) and pass its embeddings: the
-        search then scores it in chunks, with memory bounded by the chunks.
+        Encode a large corpus once (`encode_document`) and pass its embeddings:
+        the search then scores it in chunks, with memory bounded by the chunks.
+        With `precision`, the corpus is searched as codes (a corpus of texts
+        or floats is quantized, with its own ranges unless `ranges` are given)
+        and the candidates rescored with the float queries.
 
         Args:
             queries: list of str, or query embeddings `(q, dim)`.
-            corpus: list of str, or corpus embeddings `(n, dim)` (from `encode`).
+            corpus: list of str, corpus embeddings `(n, dim)` (from
+                `encode_document`), or its codes of `precision`.
             top_k: int. Results per query. Defaults to `10`.
             batch_size: int. Texts per batch when encoding. Defaults to `32`.
+            truncate_dim: int or None. Dimensions kept (`encode`'s). Defaults to `None`.
+            precision: str. As `kzoo.semantic_search`'s. Defaults to `"float32"`.
+            ranges: float array `(2, dim)` or None. The int8 / uint8 ranges.
+                Defaults to `None`: the corpus' own.
+            rescore: bool. As `kzoo.semantic_search`'s. Defaults to `True`.
 
         Returns:
             `(scores, indices)`: NumPy arrays `(q, min(top_k, n))`; `indices`
@@ -233,12 +353,26 @@ class BertTextEmbedder(Task):
         >>> corpus = embedder.encode({"token_ids": [[2, 7, 3], [2, 9, 3]]}, verbose=0)
         >>> embedder.search({"token_ids": [[2, 9, 3]]}, corpus, top_k=1)[1].tolist()
         [[1]]
+        >>> embedder.search({"token_ids": [[2, 9, 3]]}, corpus, top_k=1, truncate_dim=64, precision="int8")[1].tolist()
+        [[1]]
         """
-        return semantic_search(self._embedded(queries, batch_size), self._embedded(corpus, batch_size), top_k)
+        check_precision(precision)
+        coded = isinstance(corpus, np.ndarray) and corpus.dtype in (np.int8, np.uint8)
+        if coded and truncate_dim is not None:
+            raise ValueError("Codes cannot be truncated: quantize the truncated embeddings "
+                             "(encode_document(..., truncate_dim=d, precision=...)).")
+        queries = self._embedded(queries, batch_size, self.encode_query, truncate_dim)
+        if not coded:
+            corpus = self._embedded(corpus, batch_size, self.encode_document, truncate_dim)
+            if precision.endswith("int8") and ranges is None:
+                ranges = quantization_ranges(corpus)
+            corpus = quantize_embeddings(corpus, precision, ranges)
+        return semantic_search(queries, corpus, top_k, precision=precision, ranges=ranges, rescore=rescore)
 
-    def _embedded(self, texts, batch_size):
-        is_embeddings = isinstance(texts, np.ndarray) and texts.dtype.kind == "f" and texts.ndim == 2
-        return texts if is_embeddings else self.encode(texts, batch_size=batch_size, verbose=0)
+    def _embedded(self, texts, batch_size, encode, truncate_dim=None):
+        if isinstance(texts, np.ndarray) and texts.dtype.kind == "f" and texts.ndim == 2:
+            return truncate_embeddings(texts, truncate_dim, self.normalize)
+        return encode(texts, batch_size=batch_size, verbose=0, truncate_dim=truncate_dim)
 
     # === Data: (anchors, positives[, negatives]) for the contrastive loss ===
 
