@@ -87,3 +87,41 @@ def test_modules_kzoo_does_not_build_are_refused(tmp_path):
     with pytest.raises(ValueError, match="sentence-transformers model with Dense, which kzoo's BertTextEmbedder"):
         kzoo.BertTextEmbedder.from_preset(tmp_path / "hf")
     assert kzoo.BertBackbone.from_preset(tmp_path / "hf").num_layers == embedder.backbone.num_layers  # the encoder still loads
+
+
+PROMPTS = {"query": "query : ", "document": "passage : "}
+
+
+@pytest.fixture(scope="module")
+def prompted(tmp_path_factory):
+    """A tiny embedder with prompts (the document prompt by default), exported to Hugging Face,
+    and sentence-transformers' model of that directory."""
+    keras.utils.set_random_seed(1)
+    embedder = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY), prompts=PROMPTS,
+                                     default_prompt_name="document")
+    path = tmp_path_factory.mktemp("prompted") / "hf"
+    embedder.save_to_preset(path, format="huggingface")
+    return embedder, path, sentence_transformers.SentenceTransformer(str(path), device="cpu")
+
+
+def test_prompts_truncation_and_binary_codes_equal_sentence_transformers(prompted):
+    embedder, path, theirs = prompted
+    texts = topic_sentences(9, seed=2)[0]
+    assert {name: theirs.prompts[name] for name in PROMPTS} == PROMPTS and theirs.default_prompt_name == "document"
+    # Truncated vectors back at unit length: sentence-transformers' truncate_dim with normalize_embeddings.
+    pairs = [
+        (embedder.encode(texts, truncate_dim=8, verbose=0),
+         theirs.encode(texts, truncate_dim=8, normalize_embeddings=True)),
+        (embedder.encode_query(texts, verbose=0), theirs.encode_query(texts)),
+        (embedder.encode_document(texts, truncate_dim=16, verbose=0),
+         theirs.encode_document(texts, truncate_dim=16, normalize_embeddings=True)),
+        (embedder.encode(texts, prompt="", verbose=0), theirs.encode(texts, prompt="")),
+    ]
+    for ours, reference in pairs:
+        np.testing.assert_allclose(ours, reference, atol=TOLERANCE)
+    assert not np.allclose(pairs[1][0], pairs[3][0], atol=1e-3)  # the query prompt changed the vectors
+    np.testing.assert_array_equal(embedder.encode_query(texts, precision="ubinary", verbose=0),
+                                  theirs.encode_query(texts, precision="ubinary"))
+    loaded = kzoo.BertTextEmbedder.from_preset(path)
+    assert (loaded.prompts, loaded.default_prompt_name) == (PROMPTS, "document")
+    np.testing.assert_allclose(loaded.encode(texts, verbose=0), theirs.encode(texts), atol=TOLERANCE)
