@@ -21,16 +21,25 @@ SEARCH_COLUMNS = ["query", "rank", "score", "text", "row"]
 def embed(args):
     """`kzoo embed PRESET --input FILE --output OUT`: a vector per text, in
     input order: OUT.npy holds a float32 array `(texts, dim)`; OUT.jsonl (or
-    `-`, standard output) each input row with its `embedding`."""
+    `-`, standard output) each input row with its `embedding`. `--truncate-dim`,
+    `--precision` and `--prompt-name` are `encode`'s `truncate_dim`, `precision`
+    and `prompt_name` (the codes of int8 take their ranges from these texts)."""
     fmt = file_format(args.input, args.input_format)
     _check_preset(args.preset)
     positive("--batch-size", args.batch_size)
+    _check_embedding_options(args)
     output_format = _embedding_format(args.output)
     columns, rows = read_table(args.input, fmt)
     texts = _texts(args.input, fmt, columns, rows, args.column, "--column")
+    if args.precision.endswith("int8") and len(texts) < 2:
+        raise CommandError(f"--precision {args.precision} takes each dimension's range from the texts embedded: "
+                           "give at least 2 texts, or --precision float32.")
     import numpy as np  # noqa: PLC0415
 
-    embeddings = _encode(_load(args.preset), texts, args.batch_size)
+    model = _load(args.preset)
+    _check_model_options(model, args)
+    embeddings = _encode(model, texts, args.batch_size, prompt_name=args.prompt_name,
+                         truncate_dim=args.truncate_dim, precision=args.precision)
     if output_format == "npy":
         buffer = io.BytesIO()
         np.save(buffer, embeddings)
@@ -39,7 +48,9 @@ def embed(args):
         lines = [{**row, "embedding": vector.tolist()} for (_, row), vector in zip(rows, embeddings)]
         write_table(args.output, "jsonl", lines, [])
     if args.output != "-":
-        print(f"Wrote {len(texts):,} embeddings of dimension {embeddings.shape[1]} to {args.output}.", file=sys.stderr)
+        codes = "" if args.precision == "float32" else f" as {args.precision} codes ({embeddings.shape[1]} columns)"
+        dimension = args.truncate_dim or model.backbone.hidden_dim
+        print(f"Wrote {len(texts):,} embeddings of dimension {dimension}{codes} to {args.output}.", file=sys.stderr)
     return 0
 
 
@@ -48,13 +59,16 @@ def search(args):
     `--top-k` corpus texts of highest cosine similarity, best first, as rows
     `query, rank (1 = best), score, text, row (the corpus row, 0-based: the
     row of `kzoo embed`'s .npy)`. `--corpus-embeddings X.npy` reads that
-    .npy instead of embedding the corpus on each search."""
+    .npy instead of embedding the corpus on each search. Queries and corpus are
+    embedded with the preset's query and document prompts (`encode_query`,
+    `encode_document`); `--truncate-dim` and `--precision` are `search`'s."""
     if args.corpus == "-" and args.queries == "-":
         raise CommandError("--corpus and --queries cannot both be standard input (-): give at least one as a file.")
     corpus_format, query_format = file_format(args.corpus), file_format(args.queries)
     _check_preset(args.preset)
     positive("--top-k", args.top_k)
     positive("--batch-size", args.batch_size)
+    _check_embedding_options(args)
     output_format = args.output_format or ("jsonl" if args.output.endswith(JSON_LINES_EXTENSIONS) else "csv")
     if args.output != "-":
         check_writable(args.output)
@@ -62,13 +76,17 @@ def search(args):
     queries = _texts(args.queries, query_format, *read_table(args.queries, query_format), args.query_column,
                      "--query-column")
     saved = None if args.corpus_embeddings is None else _saved_embeddings(args.corpus_embeddings, len(corpus))
-    kzoo = import_kzoo()
-
+    if args.precision.endswith("int8") and len(corpus) < 2:
+        raise CommandError(f"--precision {args.precision} takes each dimension's range from the corpus: give a "
+                           "corpus of at least 2 texts, or --precision float32.")
     model = _load(args.preset)
+    _check_model_options(model, args)
     if saved is not None:
         _check_saved(model, saved, corpus, args)
-    corpus_vectors = _encode(model, corpus, args.batch_size) if saved is None else saved
-    scores, indices = kzoo.semantic_search(_encode(model, queries, args.batch_size), corpus_vectors, top_k=args.top_k)
+    corpus_vectors = _encode(model, corpus, args.batch_size, "encode_document") if saved is None else saved
+    query_vectors = _encode(model, queries, args.batch_size, "encode_query")
+    scores, indices = model.search(query_vectors, corpus_vectors, top_k=args.top_k, truncate_dim=args.truncate_dim,
+                                   precision=args.precision)
     results = [
         {"query": query, "rank": rank, "score": round(float(score), 6), "text": corpus[index], "row": int(index)}
         for query, row_scores, row_indices in zip(queries, scores, indices)
@@ -102,12 +120,35 @@ def _check_saved(model, saved, corpus, args):
     import numpy as np  # noqa: PLC0415
 
     head = corpus[:8]
-    fresh = _encode(model, head, args.batch_size)
+    fresh = _encode(model, head, args.batch_size, "encode_document")
     if fresh.shape[1] != saved.shape[1] or not np.allclose(fresh, saved[: len(head)], atol=1e-3, rtol=0):
         raise CommandError(f"--corpus-embeddings {args.corpus_embeddings!r} was not written by {args.preset!r} "
                            f"for this corpus: its first {len(head)} rows differ from what the model gives for "
                            f"the first texts of {args.corpus!r}. Write it again with `kzoo embed {args.preset} "
-                           f"--input {args.corpus} --output {args.corpus_embeddings}`.")
+                           f"--input {args.corpus} --output {args.corpus_embeddings}`"
+                           f"{' --prompt-name ' + _document_prompt(model) if _document_prompt(model) else ''} "
+                           "(full width, float32).")
+
+
+def _check_embedding_options(args):
+    if args.truncate_dim is not None:
+        positive("--truncate-dim", args.truncate_dim)
+
+
+def _check_model_options(model, args):
+    """What needs the model: --truncate-dim within its width, --prompt-name among its prompts."""
+    width = model.backbone.hidden_dim
+    if args.truncate_dim is not None and args.truncate_dim > width:
+        raise CommandError(f"--truncate-dim {args.truncate_dim} is above {args.preset!r}'s width of {width}: "
+                           f"give at most {width}.")
+    name = getattr(args, "prompt_name", None)
+    if name is not None and name not in model.prompts:
+        raise CommandError(f"--prompt-name {name!r}: {args.preset!r} has "
+                           f"{'the prompts ' + ', '.join(model.prompts) if model.prompts else 'no prompts'}.")
+
+
+def _document_prompt(model):
+    return next((name for name in ("document", "passage", "corpus") if name in model.prompts), None)
 
 
 def _check_preset(preset):
@@ -148,10 +189,11 @@ def _load(preset):
     return kzoo.BertTextEmbedder.from_preset(preset)
 
 
-def _encode(model, texts, batch_size):
+def _encode(model, texts, batch_size, method="encode", **options):
+    """`model.encode` (or `encode_query` / `encode_document`) with progress on stderr."""
     kzoo = import_kzoo()
 
     with contextlib.redirect_stdout(sys.stderr):  # progress must not mix with what goes to stdout
         progress = kzoo.progress.predict_progress()
-        return model.encode(texts, batch_size=batch_size, verbose=progress["verbose"],
-                            callbacks=progress["callbacks"])
+        return getattr(model, method)(texts, batch_size=batch_size, verbose=progress["verbose"],
+                                      callbacks=progress["callbacks"], **options)

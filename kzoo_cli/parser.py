@@ -6,6 +6,7 @@ import argparse
 BACKENDS = ("tensorflow", "jax", "torch")
 TABLE_FORMATS = ("csv", "tsv", "jsonl")
 TEXT_FORMATS = (*TABLE_FORMATS, "txt")
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")  # kzoo.quantize_embeddings's (no kzoo import here)
 
 EPILOG = """exit status: 0 done; 2 bad arguments, files or columns (the message says what
 to change); 1 anything else (with its traceback).
@@ -150,6 +151,10 @@ def build_parser(prog="kzoo"):
                        help="OUT.npy (float32, a row per text, in input order) or OUT.jsonl (each input row with "
                             "its 'embedding'); - writes JSON lines to standard output")
     embed.add_argument("--batch-size", type=int, default=32, help="default: 32")
+    _embedding_options(embed, "the vectors")
+    embed.add_argument("--prompt-name", metavar="NAME",
+                       help="the preset's prompt put before each text (e.g. query or document; default: the "
+                            "preset's default prompt, if any)")
 
     search = _command(commands, "search", "Semantic search: for each query, the corpus texts whose embeddings "
                       "are most similar (cosine), as a table of query, rank, score, text, row.")
@@ -168,6 +173,7 @@ def build_parser(prog="kzoo"):
     search.add_argument("--corpus-embeddings", metavar="X.npy",
                         help="the corpus' vectors, written by `kzoo embed` with the same preset and --corpus: read "
                              "instead of embedding the corpus again (its first rows are checked against the model)")
+    _embedding_options(search, "the corpus, searched as codes, the best 2 x top-k rescored with the float queries")
 
     fill_mask = _command(commands, "fill-mask", "Predict the tokens written as [MASK] in a text "
                          "(BERT sec. 3.1, the masked LM).")
@@ -216,3 +222,12 @@ def build_parser(prog="kzoo"):
                           help="passes over the corpus when drawing pairs and masks (default: 5)")
     _training(pretrain, epochs=None, batch_size=32, learning_rate=1e-4, sequence_length=128)
     return parser
+
+
+def _embedding_options(command, what):
+    command.add_argument("--truncate-dim", type=int, metavar="N",
+                         help="keep the first N dimensions of each vector, scaled back to unit length (Matryoshka "
+                              "embeddings; default: all)")
+    command.add_argument("--precision", choices=PRECISIONS, default="float32",
+                         help=f"float32 (default), or codes of {what}: int8 / uint8 (a byte a dimension, ranges "
+                              "from these texts), binary / ubinary (a bit a dimension)")

@@ -286,8 +286,8 @@ def retrieval_metrics(scores, relevant, tie_order=None, **ks):
 
 def evaluate_retrieval(embedder, queries, corpus, relevant_docs, batch_size=32, **ks):
     """The evaluator's metrics for an embedder on its inputs: `queries` and `corpus` embedded
-    (`embedder.encode`), scored by cosine similarity, ranked (equal scores by ascending corpus
-    id, as the evaluator), then `retrieval_metrics` (Introduction to Information Retrieval,
+    (`embedder.encode_query` and `encode_document`, as the evaluator), scored by cosine
+    similarity, ranked (equal scores by ascending corpus id, as the evaluator), then `retrieval_metrics` (Introduction to Information Retrieval,
     sec. 8.4; Sentence-BERT sec. 3 for the embeddings).
 
     Args:
@@ -316,8 +316,10 @@ def evaluate_retrieval(embedder, queries, corpus, relevant_docs, batch_size=32, 
     """
     query_ids, corpus_ids, relevant, tie_order = retrieval_inputs(queries, corpus, relevant_docs)
     ks = checked_ks(ks, "evaluate_retrieval")
-    embedded = [embedder.encode([texts[i] for i in ids], batch_size=batch_size, verbose=0)
-                for texts, ids in ((queries, query_ids), (corpus, corpus_ids))]
+    # The evaluator embeds with encode_query / encode_document (each with its prompt), where the model has them.
+    encoders = [getattr(embedder, name, embedder.encode) for name in ("encode_query", "encode_document")]
+    embedded = [encode([texts[i] for i in ids], batch_size=batch_size, verbose=0)
+                for encode, (texts, ids) in zip(encoders, ((queries, query_ids), (corpus, corpus_ids)))]
     return retrieval_metrics(cosine_similarity(*embedded), relevant, tie_order, **ks)
 
 

@@ -119,3 +119,55 @@ def test_a_preset_without_a_tokenizer_is_refused_in_kzoos_words(tmp_path):
     expect_error(run_here("embed", tmp_path / "backbone", "--input", tmp_path / "texts.txt", "--output",
                           tmp_path / "out.npy"), "preprocessor")
     assert not (tmp_path / "out.npy").exists()
+
+
+@pytest.fixture(scope="module")
+def prompted_preset(tmp_path_factory):
+    """A tiny embedder with query and document prompts, saved as a preset directory, and the model."""
+    path = tmp_path_factory.mktemp("prompted") / "preset"
+    model = kzoo.BertTextEmbedder(tiny_backbone(), preprocessor=kzoo.BertTokenizer(VOCABULARY),
+                                 prompts={"query": "good ", "document": "a very "})
+    model.save_to_preset(path)
+    return path, model
+
+
+def test_embed_truncated_quantized_and_prompted_vectors(prompted_preset, tmp_path):
+    path, model = prompted_preset
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n")
+    options = {"prompt_name": "query", "truncate_dim": 8, "precision": "int8"}
+    result = run_here("embed", path, "--input", tmp_path / "corpus.txt", "--output", tmp_path / "codes.npy",
+                      "--prompt-name", "query", "--truncate-dim", "8", "--precision", "int8")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Wrote 6 embeddings of dimension 8 as int8 codes (8 columns) to" in result.stderr
+    codes = np.load(tmp_path / "codes.npy")
+    assert codes.dtype == np.int8 and codes.shape == (6, 8)
+    np.testing.assert_array_equal(codes, model.encode(CORPUS, verbose=0, **options))
+    result = run_here("embed", path, "--output", "-", "--precision", "ubinary", stdin="\n".join(CORPUS) + "\n")
+    bits = [json.loads(line)["embedding"] for line in result.stdout.splitlines()]
+    np.testing.assert_array_equal(bits, model.encode(CORPUS, verbose=0, precision="ubinary"))  # 4 bytes a text
+
+
+@pytest.mark.parametrize("precision", ["float32", "binary"])
+def test_search_truncated_and_quantized_matches_the_python_api(prompted_preset, tmp_path, precision):
+    path, model = prompted_preset
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS) + "\n")
+    result = run_here("search", path, "--corpus", tmp_path / "corpus.txt", "--top-k", "3", "--truncate-dim", "16",
+                      "--precision", precision, stdin="\n".join(QUERIES) + "\n")
+    assert result.returncode == 0, result.stderr[-4000:]
+    table = list(csv.DictReader(io.StringIO(result.stdout)))
+    scores, indices = model.search(QUERIES, CORPUS, top_k=3, truncate_dim=16, precision=precision)
+    assert [int(row["row"]) for row in table] == indices.ravel().tolist()
+    np.testing.assert_allclose([float(row["score"]) for row in table], scores.ravel(), atol=1e-5)
+
+
+def test_embedding_options_are_refused_in_kzoos_words(prompted_preset, tmp_path):
+    path, _ = prompted_preset
+    (tmp_path / "texts.txt").write_text("good film\n")
+    embed = ("embed", path, "--input", tmp_path / "texts.txt", "--output", tmp_path / "out.npy")
+    expect_error(run_here(*embed, "--truncate-dim", "0"), "--truncate-dim")
+    expect_error(run_here(*embed, "--truncate-dim", "64"), "--truncate-dim 64 is above", "width of 32")
+    expect_error(run_here(*embed, "--prompt-name", "title"), "--prompt-name 'title'", "query, document")
+    expect_error(run_here(*embed, "--precision", "int8"), "--precision int8", "at least 2 texts")
+    expect_error(run_here("search", path, "--corpus", tmp_path / "texts.txt", "--precision", "uint8",
+                          stdin="film\n"), "--precision uint8", "at least 2 texts")
+    assert not (tmp_path / "out.npy").exists()
