@@ -4,7 +4,10 @@ each dimension, 8 to a byte), as sentence-transformers' `quantize_embeddings` (v
 writes them; the scores a search ranks them by (the dot product of the codes, or the
 Hamming distance), and the rescoring of the best candidates with the float query that
 sentence-transformers' `semantic_search_faiss` / `semantic_search_usearch` do
-(Shakir, Aarsen & Lee, 2024, "Binary and Scalar Embedding Quantization").
+(Shakir, Aarsen & Lee, 2024, "Binary and Scalar Embedding Quantization"; the two stages,
+binary codes ranked by Hamming distance then rescored with the float query, are Yamada,
+Asai & Hajishirzi, 2021, "Efficient Passage Retrieval with Hashing for Open-domain Question
+Answering", sec. 3).
 `kzoo.semantic_search(..., precision=...)` and `kzoo.BertTextEmbedder.encode(..., precision=...)`
 use them.
 """

@@ -287,8 +287,9 @@ def retrieval_metrics(scores, relevant, tie_order=None, **ks):
 def evaluate_retrieval(embedder, queries, corpus, relevant_docs, batch_size=32, **ks):
     """The evaluator's metrics for an embedder on its inputs: `queries` and `corpus` embedded
     (`embedder.encode_query` and `encode_document`, as the evaluator), scored by cosine
-    similarity, ranked (equal scores by ascending corpus id, as the evaluator), then `retrieval_metrics` (Introduction to Information Retrieval,
-    sec. 8.4; Sentence-BERT sec. 3 for the embeddings).
+    similarity, ranked (equal scores by ascending corpus id, as the evaluator), then
+    `retrieval_metrics` (Introduction to Information Retrieval, sec. 8.4; Sentence-BERT sec. 3
+    for the embeddings).
 
     Args:
         embedder: `kzoo.BertTextEmbedder`. The model that embeds the texts (anything with
