@@ -177,6 +177,38 @@ def check_truncate_dim(truncate_dim, width):
                          f"got {truncate_dim!r}.")
 
 
+def resolve_prompt(prompts, default_prompt_name, prompt_name=None, prompt=None):
+    """The prompt text to put before each text, as sentence-transformers resolves it: `prompt`,
+    else the one named `prompt_name`, else the default's, else none (`""`).
+
+    Example:
+
+    >>> resolve_prompt({"query": "query: "}, None, prompt_name="query")
+    'query: '
+    """
+    if prompt is not None:
+        return prompt
+    if prompt_name is not None and prompt_name not in prompts:
+        raise ValueError(f"No prompt named {prompt_name!r}: this embedder's prompts are {list(prompts)}.")
+    return prompts.get(prompt_name if prompt_name is not None else default_prompt_name, "")
+
+
+def prompted(texts, prompt):
+    """`texts` with `prompt` before each (a non-string is left for the input checks to name).
+
+    Example:
+
+    >>> prompted(["a cat"], "query: ")
+    ['query: a cat']
+    """
+    if not prompt:
+        return texts
+    if not isinstance(texts, (list, np.ndarray)):
+        raise ValueError(f"A prompt ({prompt!r}) goes before raw texts: pass a list of strings, or "
+                         "prompt='' to embed these inputs as they are.")
+    return [prompt + text if isinstance(text, str) else text for text in np.asarray(texts, object).tolist()]
+
+
 def _unit(vectors, epsilon=1e-12):
     # torch.nn.functional.normalize's epsilon, as sentence-transformers' cosine similarity.
     norms = ops.sqrt(ops.sum(ops.square(vectors), axis=-1, keepdims=True))

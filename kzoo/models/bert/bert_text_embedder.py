@@ -15,6 +15,8 @@ from kzoo.models.embeddings import (
     MultipleNegativesRankingLoss,
     check_truncate_dim,
     cosine_similarity,
+    prompted,
+    resolve_prompt,
     semantic_search,
     truncate_embeddings,
 )
@@ -234,7 +236,7 @@ class BertTextEmbedder(Task):
             )
         check_truncate_dim(truncate_dim, self.backbone.hidden_dim)
         check_precision(precision)
-        texts = self._prompted(texts, self._prompt(prompt_name, prompt))
+        texts = prompted(texts, resolve_prompt(self.prompts, self.default_prompt_name, prompt_name, prompt))
         if precision.endswith("int8") and ranges is None and isinstance(texts, list) and len(texts) < 2:
             raise ValueError(f"{precision} codes of fewer than 2 texts need ranges: pass "
                              "ranges=kzoo.quantization_ranges(calibration_embeddings).")
@@ -279,23 +281,6 @@ class BertTextEmbedder(Task):
         if prompt_name is None and prompt is None:
             prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
         return self.encode(texts, prompt_name=prompt_name, prompt=prompt, **kwargs)
-
-    def _prompt(self, prompt_name, prompt):
-        # sentence-transformers' _resolve_prompt: a prompt, else the named one, else the default's.
-        if prompt is not None:
-            return prompt
-        if prompt_name is not None and prompt_name not in self.prompts:
-            raise ValueError(f"No prompt named {prompt_name!r}: this embedder's prompts are {list(self.prompts)}.")
-        return self.prompts.get(prompt_name if prompt_name is not None else self.default_prompt_name, "")
-
-    @staticmethod
-    def _prompted(texts, prompt):
-        if not prompt:
-            return texts
-        if not isinstance(texts, (list, np.ndarray)):
-            raise ValueError(f"A prompt ({prompt!r}) goes before raw texts: pass a list of strings, or "
-                             "prompt='' to embed these inputs as they are.")
-        return [prompt + text if isinstance(text, str) else text for text in np.asarray(texts, object).tolist()]
 
     def similarity(self, texts_a, texts_b, batch_size=32):
         """The cosine similarity of every text of `texts_a` with every text of `texts_b`.
