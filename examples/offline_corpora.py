@@ -235,6 +235,42 @@ def library_area_task(train_per_area, test_per_area, test_fraction=0.2, seed=0, 
     return names, parts[0], parts[1]
 
 
+def library_area_documents(min_words=100, test_fraction=0.2, seed=0):
+    """`library_area_sentences()` joined into documents: consecutive sentences
+    of one module, in order, until a document has at least `min_words` words
+    (about 130 WordPiece tokens at 100: every document fills BERT's 128), each
+    labelled with its module's area. A full-length classification task,
+    where padding to the batch's longest text saves nothing.
+
+    Args:
+        min_words: int. The fewest words a document has. Defaults to `100`.
+        test_fraction: float. The share of documents held out. Defaults to `0.2`.
+        seed: int. Seeds the shuffle before the cut. Defaults to `0`.
+
+    Returns:
+        `(area_names, (train_texts, train_labels), (test_texts, test_labels))`,
+        as `library_area_task`.
+    """
+    by_module = {}
+    for sentence, area, module in library_area_sentences():
+        by_module.setdefault((area, module), []).append(sentence)
+    documents, current = [], []
+    for (area, _), sentences in sorted(by_module.items()):
+        for sentence in sentences:
+            current.append(sentence)
+            if sum(len(s.split()) for s in current) >= min_words:
+                documents.append((" ".join(current), area))
+                current = []
+        current = []  # a module's tail shorter than min_words is dropped
+    random.Random(seed).shuffle(documents)
+    names = sorted({area for _, area in documents})
+    cut = int(len(documents) * (1 - test_fraction))
+    return names, *(
+        ([text for text, _ in part], [names.index(area) for _, area in part])
+        for part in (documents[:cut], documents[cut:])
+    )
+
+
 # === Retrieval: a docstring's summary line finds the rest of its docstring ===
 
 
