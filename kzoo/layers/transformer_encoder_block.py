@@ -144,7 +144,10 @@ def gather_positions(x, positions):
     >>> ops.convert_to_numpy(gather_positions(x, np.array([[2], [0]]))).tolist()
     [[[4, 5]], [[6, 7]]]
     """
-    positions = ops.cast(positions, "int32")
-    for _ in range(len(x.shape) - 2):
-        positions = ops.expand_dims(positions, -1)
-    return ops.take_along_axis(x, positions, axis=1)
+    # Rows of x flattened to (batch * length, ...), not `take_along_axis`,
+    # whose torch kernel fixes the batch and length of a `torch.export`.
+    shape = ops.shape(x)
+    rows = ops.reshape(x, (-1, *shape[2:]))
+    row = ops.cumsum(ops.ones_like(positions[:, :1], dtype="int32"), axis=0) - 1  # (batch, 1): 0, 1, ...
+    offsets = row * shape[1]  # not `arange`, which a symbolic batch (jax.export) cannot size
+    return ops.take(rows, ops.cast(positions, "int32") + offsets, axis=0)

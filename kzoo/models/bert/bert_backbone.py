@@ -325,9 +325,10 @@ class BertBackbone(Backbone):
         >>> np.allclose(pooled, full, atol=1e-6)
         True
         """
-        no_positions = ops.zeros_like(ops.cast(inputs["padding_mask"][:, :0], "int32"))  # (batch, 0)
+        # [CLS] as the one output position: no size-0 tensor, which exports would specialise.
+        cls = ops.zeros_like(ops.cast(inputs["padding_mask"][:, :1], "int32"))
         embeddings = self.embed(inputs, training=training)
-        encoded = self.encode(embeddings, inputs["padding_mask"], output_positions=no_positions, training=training)
+        encoded = self.encode(embeddings, inputs["padding_mask"], output_positions=cls, training=training)
         return encoded["pooled_output"]
 
     def embed(self, inputs, training=None):
@@ -377,8 +378,7 @@ class BertBackbone(Backbone):
         as key and value): `sequence_output` is then `(batch, P, H)`, the
         states at `output_positions`, and `pooled_output` is unchanged. The
         pre-training heads read nothing else (sec. 3.1: the masked positions
-        and [CLS]); with P = 0 the last layer runs at [CLS] alone
-        (`pooled_output`).
+        and [CLS]).
 
         Args:
             embeddings: float tensor of shape `(batch, sequence_length, H)`. From `embed`.
@@ -413,7 +413,7 @@ class BertBackbone(Backbone):
                 "`output_positions` computes the last layer at a few positions only; it "
                 "cannot be combined with `return_hidden_states` or `return_attention_scores`."
             )
-        rows = None if output_positions is None else _with_cls(output_positions, padding_mask)
+        rows = None if output_positions is None else _with_cls(output_positions)
         x, hidden_states, attention_scores = embeddings, [embeddings], []
         last = len(self.transformer_layers) - 1
         for index, layer in enumerate(self.transformer_layers):
@@ -442,7 +442,7 @@ class BertBackbone(Backbone):
         return outputs
 
 
-def _with_cls(positions, padding_mask):
+def _with_cls(positions):
     """`[0] + positions` per row: the [CLS] state feeds the pooled output."""
-    cls = ops.zeros_like(ops.cast(padding_mask[:, :1], "int32"))  # (batch, 1) even when P = 0
-    return ops.concatenate([cls, ops.cast(positions, "int32")], axis=1)
+    positions = ops.cast(positions, "int32")
+    return ops.concatenate([ops.zeros_like(positions[:, :1]), positions], axis=1)

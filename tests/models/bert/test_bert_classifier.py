@@ -73,17 +73,19 @@ def test_sentence_pairs_are_packed_with_segments():
 
 def test_one_batch_entry_points_take_raw_text_like_the_others():
     """train_on_batch / test_on_batch / predict_on_batch on raw text: the model
-    compiles itself with its recipe, trains (the loss halves over 15 steps of
-    the recipe then 30 at a learning rate of 1e-2 on one batch), and test_on_batch / predict_on_batch equal evaluate / predict."""
+    compiles itself with its recipe, trains (over 15 steps of the recipe then 30
+    at a learning rate of 5e-3 on one batch, the last 10 losses average under
+    0.6x the first), and test_on_batch / predict_on_batch equal evaluate / predict."""
     keras.utils.set_random_seed(0)
     model = small_classifier()
     x, y = topic_sentences(16, seed=0)
     losses = [model.train_on_batch(x, y)[0] for _ in range(15)]
     assert isinstance(model.optimizer, kzoo.BertAdamW)  # compiled with the recipe, unscheduled
-    model.optimizer.learning_rate = 1e-2  # a variable of the traced step: no second trace
+    model.optimizer.learning_rate = 5e-3  # a variable of the traced step: no second trace
     losses += [model.train_on_batch(x, y)[0] for _ in range(30)]
-    # Measured: 1.09-1.10 -> 0.25-0.27 on the three backends.
-    assert losses[-1] < 0.5 * losses[0], losses
+    # Measured (seed 0): 1.10 -> 0.50 (torch), 0.50 (jax), 0.59 (tensorflow); seeds 0-3: at most 0.75.
+    # At 1e-2 a seed's last losses ranged from 0.1 to 0.9: too noisy to state.
+    assert np.mean(losses[-10:]) < 0.6 * losses[0], losses
     tested = model.test_on_batch(x, y, return_dict=True)
     evaluated = model.evaluate(x, y, batch_size=16, verbose=0, return_dict=True)
     np.testing.assert_allclose(tested["loss"], evaluated["loss"], rtol=1e-5)
