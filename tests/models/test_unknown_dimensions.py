@@ -185,6 +185,7 @@ CASES = {
                      lambda model, x, training: model(x, training=training)["mlm_logits"]),
     "BertClassifier": (bert_task(kzoo.BertClassifier, num_classes=3), bert_inputs,
                        lambda model, x, training: model(x, training=training)),
+    "BertReranker": (bert_task(kzoo.BertReranker), bert_inputs, lambda model, x, training: model(x, training=training)),
     "BertTokenClassifier": (bert_task(kzoo.BertTokenClassifier, num_classes=3), bert_inputs,
                             lambda model, x, training: model(x, training=training)),
     "BertQuestionAnswerer": (bert_task(kzoo.BertQuestionAnswerer), bert_inputs,
