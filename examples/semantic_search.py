@@ -32,7 +32,10 @@
      training pairs as lists: each summary, its own docstring and 3 hard
      negatives (the training documents the fine-tuned embedder ranks highest
      for it, its own excepted), a softmax over the 4 (`kzoo.RerankingLoss`,
-     sentence-transformers' CrossEncoder MultipleNegativesRankingLoss).
+     sentence-transformers' CrossEncoder MultipleNegativesRankingLoss; peak
+     learning rate 5e-5, the top of BERT's fine-tuning grid, sec. A.3), then
+     `BertReranker.rerank`. (The negatives are the simplest mining: no rank
+     window, no margin.)
 3. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
@@ -91,10 +94,10 @@ def parse_args():
     parser.add_argument("--negatives", type=int, default=3, help="hard negatives per training list of the reranker")
     parser.add_argument("--reranker-epochs", type=int, default=1)
     parser.add_argument("--reranker-batch-size", type=int, default=8, help="lists of 1 + --negatives pairs per batch")
-    parser.add_argument("--reranker-learning-rate", type=float, default=3e-5, help="the reranker's peak learning rate")
+    parser.add_argument("--reranker-learning-rate", type=float, default=5e-5, help="the reranker's peak learning rate")
     args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
-        "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None, "reranker_batch_size": 2,
+        "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
     })
     if args.preset is None:  # a smoke run's: tracing and compiling a 2-layer BERT, not 6 layers of 384
         args.preset = smoke_directory("bert_python_docs")
@@ -149,13 +152,6 @@ def train_reranker(args, train_queries, train_documents, negatives):
                  batch_size=args.reranker_batch_size, **fit_progress())
     print(f"reranker fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
     return reranker
-
-
-def rerank(reranker, queries, documents, candidates, batch_size):
-    """Each query's `candidates` (document indices `(q, c)`) reordered by the reranker's scores, best first."""
-    pairs = ([query for query in queries for _ in candidates[0]], [documents[j] for row in candidates for j in row])
-    scores = reranker.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
-    return np.take_along_axis(candidates, np.argsort(-scores, axis=1, kind="stable"), axis=1)
 
 
 def print_results(name, metrics, seconds):
@@ -225,7 +221,7 @@ def main():
     negatives = hard_negatives(embedder, train_queries, train_documents, args.negatives, args.batch_size)
     reranker = train_reranker(args, train_queries, train_documents, negatives)
     clock = time.perf_counter()
-    reranked = rerank(reranker, queries, documents, candidates[:, :depth], args.batch_size)
+    reranked = reranker.rerank(queries, documents, candidates[:, :depth], batch_size=args.batch_size)[1]
     results["fine-tuned + reranker"] = retrieval_metrics(reranked, top_k)
     print_results(f"+ reranker (top {depth})", results["fine-tuned + reranker"], time.perf_counter() - clock)
 

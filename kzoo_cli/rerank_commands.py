@@ -100,16 +100,9 @@ def load_reranker(model):
 
 
 def reranked(reranker, queries, documents, candidates, top_k, batch_size):
-    """`(scores, indices)` `(queries, top_k)`: each query's `candidates` (document rows `(q, c)`)
-    ordered by the reranker's scores, best first (equal scores in candidate order)."""
-    import numpy as np  # noqa: PLC0415
-
-    pairs = ([query for query, row in zip(queries, candidates) for _ in row],
-             [documents[j] for row in candidates for j in row])
+    """`BertReranker.rerank`, its progress off standard output."""
     with contextlib.redirect_stdout(sys.stderr):  # progress must not mix with what goes to stdout
-        scores = reranker.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
-    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(candidates, order, axis=1)
+        return reranker.rerank(queries, documents, candidates, top_k, batch_size)
 
 
 def result_rows(queries, texts, scores, indices):

@@ -205,6 +205,57 @@ class BertReranker(Task):
         order = np.argsort(-scores, kind="stable")[:top_k].astype("int64")
         return scores[order], order
 
+    def rerank(self, queries, documents, candidates, top_k=None, batch_size=32):
+        """Each query's candidate documents reordered by score, best first (equal scores in
+        candidate order): the second stage of retrieve-then-rerank, `candidates` being a first
+        stage's results, e.g. the `indices` of `kzoo.BertTextEmbedder.search`.
+
+        Args:
+            queries: list of str. The queries.
+            documents: list of str. The corpus the candidates index.
+            candidates: int array `(queries, c)`. Each query's candidates, rows of `documents`.
+            top_k: int or None. Results kept per query, at most c. Defaults to `None`: all c.
+            batch_size: int. Pairs per batch. Defaults to `32`.
+
+        Returns:
+            `(scores, indices)`: NumPy arrays `(queries, top_k)`, float32 scores (as
+            `predict_scores`) and int64 rows of `documents`.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, BertReranker, BertTokenizer
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "one", "two", "three"]
+        >>> reranker = BertReranker(BertBackbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2,
+        ...     hidden_dim=8, intermediate_dim=16), preprocessor=BertTokenizer(vocabulary))
+        >>> scores, indices = reranker.rerank(["one", "two"], ["one", "two", "three"], [[2, 0], [1, 2]], top_k=1)
+        >>> indices.shape, set(indices[1].tolist()) <= {1, 2}
+        ((2, 1), True)
+        """
+        candidates = np.asarray(candidates)
+        if not isinstance(queries, (list, tuple)) or not all(isinstance(query, str) for query in queries):
+            raise ValueError("BertReranker.rerank takes queries as a list of str.")
+        if candidates.ndim != 2 or candidates.dtype.kind not in "iu" or len(candidates) != len(queries) or (
+                candidates.size == 0):
+            raise ValueError(
+                f"candidates must be an int array (queries, c) with c >= 1, a row of document indices per query; "
+                f"got {candidates.dtype} of shape {candidates.shape} for {len(queries)} queries."
+            )
+        if candidates.min() < 0 or candidates.max() >= len(documents):
+            raise ValueError(
+                f"candidates index documents 0 to {len(documents) - 1}; got indices from {candidates.min()} to "
+                f"{candidates.max()}."
+            )
+        top_k = candidates.shape[1] if top_k is None else top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= candidates.shape[1]:
+            raise ValueError(
+                f"top_k must be an int in [1, {candidates.shape[1]}] (the candidates per query); got {top_k!r}."
+            )
+        pairs = ([query for query in queries for _ in range(candidates.shape[1])],
+                 [documents[j] for j in candidates.ravel()])
+        scores = self.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(candidates, order, axis=1).astype("int64")
+
     # === Data: (queries, documents) with labels, or (queries, positives, negatives) lists ===
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,

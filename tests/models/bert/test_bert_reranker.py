@@ -212,3 +212,23 @@ def test_lists_refused_in_kzoo_words():
         kzoo.RerankingLoss(scale=0)
     with pytest.raises(ValueError, match="activation must be one of"):
         kzoo.RerankingLoss(activation="relu")
+
+
+def test_rerank_orders_each_querys_candidates_as_rank_does():
+    keras.utils.set_random_seed(0)
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    documents = [*LIST_POSITIVES, "bad team"]
+    candidates = np.array([[4, 0, 2], [1, 3, 0]])  # a first stage's results: rows of documents
+    scores, indices = reranker.rerank(LIST_QUERIES[:2], documents, candidates, top_k=2)
+    assert indices.shape == scores.shape == (2, 2) and indices.dtype == np.int64
+    for i, query in enumerate(LIST_QUERIES[:2]):
+        expected, order = reranker.rank(query, [documents[j] for j in candidates[i]], top_k=2)
+        assert indices[i].tolist() == candidates[i][order].tolist() and expected[0] > expected[1]
+        np.testing.assert_allclose(scores[i], expected, atol=1e-6)
+    for bad, message in (({"top_k": 4}, r"top_k must be an int in \[1, 3\]"),
+                         ({"candidates": np.array([[0, 5, 1], [0, 1, 2]])}, "index documents 0 to 4"),
+                         ({"candidates": np.array([0, 1])}, r"int array \(queries, c\)"),
+                         ({"queries": "song"}, "queries as a list of str")):
+        arguments = {"queries": LIST_QUERIES[:2], "documents": documents, "candidates": candidates, **bad}
+        with pytest.raises(ValueError, match=message):
+            reranker.rerank(**arguments)
