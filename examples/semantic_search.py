@@ -41,8 +41,13 @@
    first words of their best three documents (a tick marks the right one).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
-maximum; the reranker 1 epoch of 8 lists of 4 per batch at 256) took
-RERANK_TIME on 2 CPU cores (README, "Sentence embeddings and semantic search"). `--smoke` runs every step above on the
+maximum; the reranker 1 epoch of 8 lists of 4 per batch at 256) took 31
+minutes on 2 CPU cores shared with other work (24 minutes of CPU time;
+TensorFlow, 2026-11-29): 7 fine-tuning the embedder, 11 the reranker, 12
+reranking 253 x 50 pairs. At these defaults the reranker does not learn (its
+loss stays at log 4; docs/guides/embeddings.md, "Retrieve, then rerank", says
+why and what was tried): its reordering is no better than chance, the
+measurement of a negative result, not a recipe. `--smoke` runs every step above on the
 small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2 when
 that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
