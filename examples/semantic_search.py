@@ -14,7 +14,7 @@
    recall@1, recall@10, MRR@10 (the mean of 1/rank of the query's own
    document, 0 beyond rank 10) and NDCG@10 (kzoo's retrieval metrics, as
    sentence-transformers' InformationRetrievalEvaluator defines them) for
-   four searches:
+   three searches:
    - lexical: TF-IDF (scikit-learn's `TfidfVectorizer`, sublinear term
      frequencies, fitted on the held-out documents) and cosine similarity,
      `kzoo.semantic_search` on the vectors;
@@ -25,36 +25,21 @@
      training pairs, in-batch negatives (`kzoo.MultipleNegativesRankingLoss`,
      scale 20: each summary against every document of its batch) with
      `compile()`'s defaults (BERT's fine-tuning AdamW, peak learning rate 2e-5,
-     10% warm-up, linear decay);
-   - fine-tuned + reranker: the fine-tuned embedder's top 50 per query,
-     reordered by a cross-encoder (`kzoo.BertReranker`, BERT's sentence-pair
-     classifier with one output, from the same preset) fine-tuned on the
-     training pairs as lists: each summary, its own docstring and 3 hard
-     negatives (the training documents the fine-tuned embedder ranks highest
-     for it, its own excepted), a softmax over the 4 (`kzoo.RerankingLoss`,
-     sentence-transformers' CrossEncoder MultipleNegativesRankingLoss; peak
-     learning rate 5e-5, the top of BERT's fine-tuning grid, sec. A.3), then
-     `BertReranker.rerank`. (The negatives are the simplest mining: no rank
-     window, no margin.)
+     10% warm-up, linear decay).
 3. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
-maximum; the reranker 1 epoch of 8 lists of 4 per batch at 256) took 31
-minutes on 2 CPU cores shared with other work (24 minutes of CPU time;
-TensorFlow, 2026-11-29): 7 fine-tuning the embedder, 11 the reranker, 12
-reranking 253 x 50 pairs. At these defaults the reranker does not learn (its
-loss stays at log 4; docs/guides/embeddings.md, "Retrieve, then rerank", says
-why and what was tried): its reordering is no better than chance, the
-measurement of a negative result, not a recipe. `--smoke` runs every step above on the
+maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
+7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
+embeddings and semantic search"). `--smoke` runs every step above on the
 small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2 when
 that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
 24 texts encoded, then the 16 re-encoded after reloading, make full batches
-of 8: one compiled shape per step function), the reranker trained on 24
-lists of 4 and reranking all 12, in about 30 seconds, and saves under the
-system temp dir (see example_runs.py).
+of 8: one compiled shape per step function), in about 15 seconds, and saves
+under the system temp dir (see example_runs.py).
 """
 
 import os
@@ -95,11 +80,6 @@ def parse_args():
     parser.add_argument("--max-train", type=int, default=None, help="use at most this many training pairs")
     parser.add_argument("--max-held-out", type=int, default=None, help="use at most this many held-out pairs")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rerank-top-k", type=int, default=50, help="embedder results per query the reranker reorders")
-    parser.add_argument("--negatives", type=int, default=3, help="hard negatives per training list of the reranker")
-    parser.add_argument("--reranker-epochs", type=int, default=1)
-    parser.add_argument("--reranker-batch-size", type=int, default=8, help="lists of 1 + --negatives pairs per batch")
-    parser.add_argument("--reranker-learning-rate", type=float, default=5e-5, help="the reranker's peak learning rate")
     args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
         "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
@@ -138,29 +118,8 @@ def embedding_search(embedder, queries, documents, batch_size, top_k):
     return embedder.search(vectors[:len(queries)], corpus, top_k=top_k)[1], corpus
 
 
-def hard_negatives(embedder, queries, documents, count, batch_size):
-    """For each query, the `count` documents `embedder` ranks highest, its own (document i) excepted."""
-    indices = embedding_search(embedder, queries, documents, batch_size, count + 1)[0]
-    return [[documents[j] for j in row if j != i][:count] for i, row in enumerate(indices)]
-
-
-def train_reranker(args, train_queries, train_documents, negatives):
-    """A `kzoo.BertReranker` from `args.preset`, fine-tuned on lists (query, its document, its negatives)."""
-    reranker = kzoo.BertReranker.from_preset(args.preset, sequence_length=args.sequence_length)
-    steps = args.reranker_epochs * -(-len(train_queries) // args.reranker_batch_size)
-    reranker.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=args.reranker_learning_rate))
-    print(f"\nreranker: {args.reranker_epochs} epoch(s) of {len(train_queries)} lists of 1 + {args.negatives} "
-          f"(hard negatives from the fine-tuned embedder), {args.reranker_batch_size} lists a batch, peak learning "
-          f"rate {args.reranker_learning_rate:g}, {steps} steps", flush=True)
-    clock = time.perf_counter()
-    reranker.fit((train_queries, train_documents, negatives), epochs=args.reranker_epochs,
-                 batch_size=args.reranker_batch_size, **fit_progress())
-    print(f"reranker fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
-    return reranker
-
-
 def print_results(name, metrics, seconds):
-    print(f"  {name + ':':24}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
+    print(f"  {name + ':':12}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
           + f"  ({seconds:.0f} s)", flush=True)
 
 
@@ -218,21 +177,13 @@ def main():
     embedder.fit((train_queries, train_documents), epochs=args.epochs, batch_size=args.batch_size, **fit_progress())
     print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
     clock = time.perf_counter()
-    depth = min(args.rerank_top_k, len(documents))
-    candidates, corpus = embedding_search(embedder, queries, documents, args.batch_size, max(depth, top_k))
-    results["fine-tuned"] = retrieval_metrics(candidates, top_k)
+    indices, corpus = embedding_search(embedder, queries, documents, args.batch_size, top_k)
+    results["fine-tuned"] = retrieval_metrics(indices, top_k)
     print_results("fine-tuned", results["fine-tuned"], time.perf_counter() - clock)
-
-    negatives = hard_negatives(embedder, train_queries, train_documents, args.negatives, args.batch_size)
-    reranker = train_reranker(args, train_queries, train_documents, negatives)
-    clock = time.perf_counter()
-    reranked = reranker.rerank(queries, documents, candidates[:, :depth], batch_size=args.batch_size)[1]
-    results["fine-tuned + reranker"] = retrieval_metrics(reranked, top_k)
-    print_results(f"+ reranker (top {depth})", results["fine-tuned + reranker"], time.perf_counter() - clock)
 
     print(f"\nheld-out retrieval ({len(queries)} queries among {len(documents)} documents):")
     print(f"| search | {' | '.join(results['lexical'])} |\n|---|---|---|---|---|")
-    for name in ("released", "fine-tuned", "fine-tuned + reranker", "lexical"):
+    for name in ("released", "fine-tuned", "lexical"):
         print(f"| {name} | {' | '.join(f'{value:.3f}' for value in results[name].values())} |")
     save_reload_and_show(embedder, args.output, queries, documents, corpus, args.batch_size)
     print(f"(total {time.perf_counter() - start:.0f} s)")
