@@ -31,7 +31,8 @@ Public API:
   `kzoo.ndcg_at_k`, `kzoo.map_at_k`, `kzoo.recall_at_k`, `kzoo.precision_at_k`,
   `kzoo.accuracy_at_k`) and `kzoo.RetrievalEvaluator`, a callback logging them each epoch;
   `kzoo.BertReranker`, a cross-encoder scoring (query, document) pairs (sentence-transformers'
-  `CrossEncoder` checkpoints in and out).
+  `CrossEncoder` checkpoints in and out), trained with `kzoo.RerankingLoss` (pairs or lists)
+  and measured with `kzoo.RerankingAccuracy`.
 - `kzoo.distribution`: data and model parallel training on existing engines
   (`keras.distribution` on JAX, `tf.distribute`, torch DDP).
 - `kzoo.list_presets()`: the papers' configurations and the released BERTs by
@@ -97,6 +98,7 @@ from kzoo.models.retrieval_metrics import (
     recall_at_k,
     retrieval_metrics,
 )
+from kzoo.models.reranking_losses import RerankingAccuracy, RerankingLoss
 from kzoo.presets import list_presets
 from kzoo import progress as progress
 from kzoo import visualize  # matplotlib is imported when a picture is drawn
@@ -125,6 +127,8 @@ __all__ = [
     "LinearWarmupLinearDecay",
     "MatryoshkaLoss",
     "MultipleNegativesRankingLoss",
+    "RerankingAccuracy",
+    "RerankingLoss",
     "RetrievalEvaluator",
     "Transformer",
     "TransformerPreprocessor",

@@ -6,6 +6,7 @@
     kzoo predict DIR --input FILE|-                labels and probabilities
     kzoo embed PRESET --input FILE|- --output OUT  sentence embeddings (.npy or JSON lines)
     kzoo search PRESET --corpus FILE --queries FILE|-  the closest corpus texts per query
+    kzoo rerank MODEL --documents FILE --query TEXT  documents ordered by a cross-encoder
     kzoo fill-mask PRESET "... [MASK] ..."         the masked LM's guesses
     kzoo attention PRESET "text" --out map.png     every attention map, drawn
     kzoo translate DIR --input FILE|-              beam search with a trained Transformer
@@ -76,13 +77,14 @@ def main(argv=None, prog="kzoo"):
         environment = {**os.environ, "KERAS_BACKEND": backend}
         return subprocess.call([sys.executable, "-m", "kzoo_cli", *argv], env=environment)
     os.environ["KERAS_BACKEND"] = backend
-    from kzoo_cli import embed_commands, train_commands, use_commands  # noqa: PLC0415
+    from kzoo_cli import embed_commands, rerank_commands, train_commands, use_commands  # noqa: PLC0415
 
     commands = {
         "presets": use_commands.presets, "convert": use_commands.convert, "predict": use_commands.predict,
         "fill-mask": use_commands.fill_mask, "attention": use_commands.attention,
         "translate": use_commands.translate, "finetune": train_commands.finetune,
         "pretrain": train_commands.pretrain, "embed": embed_commands.embed, "search": embed_commands.search,
+        "rerank": rerank_commands.rerank,
     }
     try:  # each command checks its arguments and files before it imports kzoo (seconds)
         return commands[args.command](args)

@@ -61,7 +61,11 @@ def search(args):
     row of `kzoo embed`'s .npy)`. `--corpus-embeddings X.npy` reads that
     .npy instead of embedding the corpus on each search. Queries and corpus are
     embedded with the preset's query and document prompts (`encode_query`,
-    `encode_document`); `--truncate-dim` and `--precision` are `search`'s."""
+    `encode_document`); `--truncate-dim` and `--precision` are `search`'s.
+    `--rerank MODEL` reorders each query's first `--rerank-top-k` (50) by a
+    trained reranker and writes its scores (`kzoo_cli.rerank_commands`)."""
+    from kzoo_cli import rerank_commands  # noqa: PLC0415 (it imports this module)
+
     if args.corpus == "-" and args.queries == "-":
         raise CommandError("--corpus and --queries cannot both be standard input (-): give at least one as a file.")
     corpus_format, query_format = file_format(args.corpus), file_format(args.queries)
@@ -69,6 +73,7 @@ def search(args):
     positive("--top-k", args.top_k)
     positive("--batch-size", args.batch_size)
     _check_embedding_options(args)
+    depth = rerank_commands.check_search_options(args)
     output_format = args.output_format or ("jsonl" if args.output.endswith(JSON_LINES_EXTENSIONS) else "csv")
     if args.output != "-":
         check_writable(args.output)
@@ -85,14 +90,13 @@ def search(args):
         _check_saved(model, saved, corpus, args)
     corpus_vectors = _encode(model, corpus, args.batch_size, "encode_document") if saved is None else saved
     query_vectors = _encode(model, queries, args.batch_size, "encode_query")
-    scores, indices = model.search(query_vectors, corpus_vectors, top_k=args.top_k, truncate_dim=args.truncate_dim,
-                                   precision=args.precision)
-    results = [
-        {"query": query, "rank": rank, "score": round(float(score), 6), "text": corpus[index], "row": int(index)}
-        for query, row_scores, row_indices in zip(queries, scores, indices)
-        for rank, (score, index) in enumerate(zip(row_scores, row_indices), 1)
-    ]
-    write_table(args.output, output_format, results, SEARCH_COLUMNS)
+    scores, indices = model.search(query_vectors, corpus_vectors, top_k=depth or args.top_k,
+                                   truncate_dim=args.truncate_dim, precision=args.precision)
+    if depth is not None:
+        reranker = rerank_commands.load_reranker(args.rerank)
+        scores, indices = rerank_commands.reranked(reranker, queries, corpus, indices, args.top_k, args.batch_size)
+    write_table(args.output, output_format, rerank_commands.result_rows(queries, corpus, scores, indices),
+                SEARCH_COLUMNS)
     return 0
 
 

@@ -174,6 +174,7 @@ def build_parser(prog="kzoo"):
                         help="the corpus' vectors, written by `kzoo embed` with the same preset and --corpus: read "
                              "instead of embedding the corpus again (its first rows are checked against the model)")
     _embedding_options(search, "the corpus, searched as codes, the best 2 x top-k rescored with the float queries")
+    _reranking(commands, search)
 
     fill_mask = _command(commands, "fill-mask", "Predict the tokens written as [MASK] in a text "
                          "(BERT sec. 3.1, the masked LM).")
@@ -231,3 +232,29 @@ def _embedding_options(command, what):
     command.add_argument("--precision", choices=PRECISIONS, default="float32",
                          help=f"float32 (default), or codes of {what}: int8 / uint8 (a byte a dimension, ranges "
                               "from these texts), binary / ubinary (a bit a dimension)")
+
+
+def _reranking(commands, search):
+    """`kzoo rerank`, and `kzoo search`'s options that rerank its results."""
+    search.add_argument("--rerank", metavar="MODEL",
+                        help="reorder each query's first --rerank-top-k results by this trained reranker (a "
+                             "BertReranker preset directory or a sentence-transformers CrossEncoder directory) and "
+                             "write its scores")
+    search.add_argument("--rerank-top-k", type=int, metavar="K",
+                        help="the embedder's results per query that --rerank reorders (default: 50; at least --top-k)")
+    rerank = _command(commands, "rerank", "Rerank documents for queries with a cross-encoder (BERT reading the "
+                      "query and the document together): a table of query, rank, score, text, row.")
+    rerank.add_argument("model", help="a trained reranker: a BertReranker preset directory, or a sentence-transformers "
+                        "CrossEncoder directory")
+    rerank.add_argument("--documents", required=True, metavar="FILE",
+                        help="the texts to rank (.csv, .tsv, .jsonl, or .txt: one text a line); - for standard input")
+    _column_option(rerank, "--column", "documents' column holding the text")
+    queries = rerank.add_mutually_exclusive_group()
+    queries.add_argument("--query", metavar="TEXT", help="one query")
+    queries.add_argument("--queries", metavar="FILE", help="queries, in the same formats; - for standard input")
+    _column_option(rerank, "--query-column", "queries' column holding the text")
+    rerank.add_argument("--top-k", type=int, help="results per query (default: every document)")
+    rerank.add_argument("--output", default="-", metavar="FILE", help="- for standard output (default)")
+    rerank.add_argument("--output-format", choices=("csv", "jsonl"),
+                        help="default: from the output file's extension, csv for standard output")
+    rerank.add_argument("--batch-size", type=int, default=32, help="(query, document) pairs per batch (default: 32)")

@@ -12,7 +12,7 @@ import pytest
 import kzoo_cli
 from tests.cli.cli_fixtures import expect_error, run
 
-COMMANDS = ("presets", "convert", "finetune", "predict", "embed", "search", "fill-mask", "attention", "translate",
+COMMANDS = ("presets", "convert", "finetune", "predict", "embed", "search", "rerank", "fill-mask", "attention", "translate",
             "pretrain")
 pytestmark = pytest.mark.backend_independent  # nothing here runs a model (tests/conftest.py)
 

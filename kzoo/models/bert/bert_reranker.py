@@ -4,11 +4,14 @@ Re-ranking with BERT", sec. 2), sentence-transformers' `CrossEncoder` checkpoint
 
 import keras
 import numpy as np
+import tensorflow as tf
 
+from kzoo.models.batching import LengthBatches
 from kzoo.models.bert.bert_backbone import bert_inputs
 from kzoo.models.bert.bert_heads import dense_head, float32_logits, pooled_logits
 from kzoo.models.bert.bert_optimizer import default_finetuning_optimizer
 from kzoo.models.bert.bert_preprocessor import BertPreprocessor
+from kzoo.models.reranking_losses import RerankingAccuracy, RerankingLoss
 from kzoo.models.task import Task
 
 # The score's activation: kzoo's name -> NumPy (sentence-transformers' torch.nn.Sigmoid, Identity, Tanh).
@@ -34,9 +37,14 @@ class BertReranker(Task):
     `BertForSequenceClassification` with one label) reads the activation it records, and
     `save_to_preset(path, format="huggingface")` writes a directory `CrossEncoder(path)` loads.
 
-    `fit((queries, documents), labels)` trains with binary cross-entropy on the logits,
-    labels in [0, 1] (1: relevant); `compile()` with no arguments uses BERT's fine-tuning
-    recipe (sec. 3.2, A.3).
+    `fit` trains in either of sentence-transformers' ways (`kzoo.RerankingLoss`): on labelled
+    pairs, `fit((queries, documents), labels)` with labels in [0, 1] (1: relevant), binary
+    cross-entropy on the logits; or on lists, `fit((queries, positives, negatives))` with no
+    labels, `negatives` holding the same number of texts for each query (a list of lists, or a
+    list of str for one each), a softmax cross-entropy over each query's candidates whose
+    target is its positive (sentence-transformers' `MultipleNegativesRankingLoss` for a
+    `CrossEncoder`, on the negatives given). `compile()` with no arguments uses BERT's
+    fine-tuning recipe (sec. 3.2, A.3) and `kzoo.RerankingLoss()`, which tells the two apart.
 
     Args:
         backbone: `kzoo.BertBackbone`. The encoder, kept as `self.backbone`.
@@ -68,6 +76,8 @@ class BertReranker(Task):
     >>> indices.shape
     (2,)
     >>> history = reranker.fit((["a cat", "a cat"], ["a cat sat", "a dog"]), [1.0, 0.0], verbose=0)
+    >>> history = reranker.fit((["a cat", "a dog"], ["a cat sat", "a dog sat"], [["a dog", "where"], ["a cat",
+    ...     "sat"]]), verbose=0)  # each query's positive against its two negatives
     """
 
     preprocessor_class = BertPreprocessor
@@ -100,10 +110,10 @@ class BertReranker(Task):
     # === The recipe ===
 
     def default_loss(self):
-        return keras.losses.BinaryCrossentropy(from_logits=True)
+        return RerankingLoss()  # binary cross-entropy on pairs, the softmax over lists
 
     def default_metrics(self):
-        return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)]  # on the logits
+        return [RerankingAccuracy(name="accuracy")]  # a pair's logit's sign; a list's positive first
 
     def check_label_shape(self, shape):
         """Labels are one relevance per pair, `(batch,)` or `(batch, 1)`."""
@@ -113,6 +123,11 @@ class BertReranker(Task):
                 f"BertReranker labels are one relevance in [0, 1] per (query, document) pair, shape "
                 f"(batch,); got shape {shape}."
             )
+
+    def _label_ids(self, labels, packed):
+        # Rank 1, (pairs,): `kzoo.RerankingLoss` reads rank 2 as lists when TensorFlow traces (None, None).
+        labels = super()._label_ids(labels, packed)
+        return labels if labels is None or isinstance(labels, dict) else tf.reshape(labels, [-1])
 
     def _check_labels(self, labels, packed):
         values = np.asarray(labels)
@@ -189,3 +204,135 @@ class BertReranker(Task):
         scores = self.predict_scores(([query] * len(documents), documents), batch_size=batch_size)
         order = np.argsort(-scores, kind="stable")[:top_k].astype("int64")
         return scores[order], order
+
+    def rerank(self, queries, documents, candidates, top_k=None, batch_size=32):
+        """Each query's candidate documents reordered by score, best first (equal scores in
+        candidate order): the second stage of retrieve-then-rerank, `candidates` being a first
+        stage's results, e.g. the `indices` of `kzoo.BertTextEmbedder.search`.
+
+        Args:
+            queries: list of str. The queries.
+            documents: list of str. The corpus the candidates index.
+            candidates: int array `(queries, c)`. Each query's candidates, rows of `documents`.
+            top_k: int or None. Results kept per query, at most c. Defaults to `None`: all c.
+            batch_size: int. Pairs per batch. Defaults to `32`.
+
+        Returns:
+            `(scores, indices)`: NumPy arrays `(queries, top_k)`, float32 scores (as
+            `predict_scores`) and int64 rows of `documents`.
+
+        Example:
+
+        >>> from kzoo import BertBackbone, BertReranker, BertTokenizer
+        >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "one", "two", "three"]
+        >>> reranker = BertReranker(BertBackbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2,
+        ...     hidden_dim=8, intermediate_dim=16), preprocessor=BertTokenizer(vocabulary))
+        >>> scores, indices = reranker.rerank(["one", "two"], ["one", "two", "three"], [[2, 0], [1, 2]], top_k=1)
+        >>> indices.shape, set(indices[1].tolist()) <= {1, 2}
+        ((2, 1), True)
+        """
+        candidates = np.asarray(candidates)
+        if not isinstance(queries, (list, tuple)) or not all(isinstance(query, str) for query in queries):
+            raise ValueError("BertReranker.rerank takes queries as a list of str.")
+        if candidates.ndim != 2 or candidates.dtype.kind not in "iu" or len(candidates) != len(queries) or (
+                candidates.size == 0):
+            raise ValueError(
+                f"candidates must be an int array (queries, c) with c >= 1, a row of document indices per query; "
+                f"got {candidates.dtype} of shape {candidates.shape} for {len(queries)} queries."
+            )
+        if candidates.min() < 0 or candidates.max() >= len(documents):
+            raise ValueError(
+                f"candidates index documents 0 to {len(documents) - 1}; got indices from {candidates.min()} to "
+                f"{candidates.max()}."
+            )
+        top_k = candidates.shape[1] if top_k is None else top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= candidates.shape[1]:
+            raise ValueError(
+                f"top_k must be an int in [1, {candidates.shape[1]}] (the candidates per query); got {top_k!r}."
+            )
+        pairs = ([query for query in queries for _ in range(candidates.shape[1])],
+                 [documents[j] for j in candidates.ravel()])
+        scores = self.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(candidates, order, axis=1).astype("int64")
+
+    # === Data: (queries, documents) with labels, or (queries, positives, negatives) lists ===
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=None, **kwargs):
+        # `validation_data=(queries, positives, negatives)` are lists, not Keras' (x, y, sample_weight).
+        if isinstance(validation_data, tuple) and len(validation_data) == 3 and _is_column(validation_data[0]):
+            validation_data = (validation_data,)
+        return super().fit(x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                           shuffle, **kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        if isinstance(x, tuple) and len(x) != 2:
+            raise ValueError(
+                "BertReranker.predict scores (query, document) pairs: pass (queries, documents). A tuple "
+                "(queries, positives, negatives) is what `fit` and `evaluate` train and measure on."
+            )
+        return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+
+    def _prepare(self, x, y=None, sample_weight=None, batch_size=None, order="by_length", seed=0, refused=None):
+        if isinstance(x, tuple) and (len(x) not in (2, 3) or (len(x) == 3 and y is not None)):
+            raise ValueError(
+                "BertReranker trains on ((queries, documents), labels), a relevance in [0, 1] per pair, or on "
+                "(queries, positives, negatives) with no labels (each query's positive is its target), "
+                f"negatives a list of lists of texts; got a tuple of {len(x)} and y={type(y).__name__}."
+            )
+        return super()._prepare(x, y, sample_weight, batch_size, order, seed, refused)
+
+    def _packed(self, x, y, sample_weight):
+        # A list: each query packed with each of its m candidates, (examples, m, length).
+        if not (isinstance(x, tuple) and len(x) == 3):
+            return super()._packed(x, y, sample_weight)
+        queries, candidates = x[0], _candidates(*x)  # (B,), (B, m)
+        m = int(candidates.shape[1])
+        packed = super()._packed((tf.repeat(queries, m), tf.reshape(candidates, [-1])), None, None)[0]
+        return {key: value.reshape(-1, m, value.shape[-1]) for key, value in packed.items()}, None, sample_weight
+
+    def _length_batches(self, x, *arguments, **options):
+        return (_CandidateLists if x["token_ids"].ndim == 3 else LengthBatches)(x, *arguments, **options)
+
+
+def _is_column(value):
+    return isinstance(value, (list, np.ndarray, tf.Tensor)) and not isinstance(value, dict)
+
+
+def _candidates(queries, positives, negatives):
+    """`(B, m)` strings: each query's positive, then its m - 1 negatives; a `ValueError` in kzoo's words else."""
+    if any(column.dtype != tf.string for column in (queries, positives, negatives)):
+        raise ValueError("BertReranker lists are texts: queries, positives and negatives must hold strings.")
+    if isinstance(negatives, tf.RaggedTensor):
+        counts = negatives.row_lengths().numpy()
+        raise ValueError(
+            f"BertReranker: every query needs the same number of negatives (its softmax runs over 1 + that many "
+            f"candidates); got from {counts.min()} to {counts.max()}. Keep the first {counts.min()} of each, or "
+            "drop the queries with fewer."
+        )
+    if queries.shape.rank != 1 or positives.shape.rank != 1 or negatives.shape.rank not in (1, 2):
+        raise ValueError(
+            "BertReranker lists are (queries, positives, negatives): a text per query in the first two, and "
+            f"a list of negative texts per query (or one text) in the third; got shapes {queries.shape}, "
+            f"{positives.shape} and {negatives.shape}."
+        )
+    negatives = negatives[:, None] if negatives.shape.rank == 1 else negatives
+    if negatives.shape[1] == 0:
+        raise ValueError("BertReranker: each query needs at least one negative to rank its positive against.")
+    return tf.concat([positives[:, None], negatives], axis=1)
+
+
+class _CandidateLists(LengthBatches):
+    """Batches of B lists as `kzoo.RerankingLoss` takes them: each query's m (query,
+    candidate) pairs in consecutive rows, `(B · m, length)`, and labels `(B, m)` (their
+    shape says lists of m; the positive is each list's first)."""
+
+    def batch(self, rows):
+        x = super().batch(rows)[0]
+        m = x["token_ids"].shape[1]
+        x = {key: value.reshape(-1, value.shape[-1]) for key, value in x.items()}
+        labels = np.zeros((len(rows), m), "float32")
+        labels[:, 0] = 1.0  # the positive; `RerankingLoss` reads the shape only
+        weights = self.arrays[2]
+        return (x, labels) if weights is None else (x, labels, weights[rows])

@@ -3,6 +3,7 @@ sentence-transformers' CrossEncoder.predict within 1e-5 on a checkpoint written 
 activation read from and written to its config; training on (query, document, label)."""
 
 import json
+import types
 
 import keras
 import numpy as np
@@ -120,3 +121,114 @@ def test_config_round_trip_and_bad_input_refused_in_kzoo_words():
         reranker.fit((["song"], ["film"]), [2.0])
     with pytest.raises(ValueError, match="one relevance in"):
         reranker.fit((["song"], ["film"]), [[0.0, 1.0]])
+
+
+# === Lists: (query, positive, negatives), the softmax over each query's candidates ===
+
+LIST_QUERIES = ["song", "soup", "goal", "bread"]
+# Each positive is "good" (a marker a tiny model learns in a few steps), each negative "bad": a loss
+# whose target were not the first candidate would rank them the other way.
+LIST_POSITIVES = ["good song band", "good soup", "good goal team", "good bread cheese"]
+LIST_NEGATIVES = [["bad team", "bad soup cheese"], ["bad guitar band", "bad match"], ["bad bread", "bad song"],
+                  ["bad goal", "bad band"]]
+
+
+def listwise_reference(logits, m, scale, activation):
+    """sentence-transformers' CrossEncoder MultipleNegativesRankingLoss.calculate_loss in NumPy:
+    CrossEntropyLoss(scale * activation_fn(logits (B, m)), target 0), per query."""
+    scores = scale * activation(np.asarray(logits, "float64").reshape(-1, m))
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    return np.log(np.exp(shifted).sum(axis=1)) - shifted[:, 0]
+
+
+def sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def test_listwise_loss_and_binary_cross_entropy_equal_numpy():
+    logits = np.random.default_rng(0).normal(scale=3.0, size=(12, 1)).astype("float32")  # 4 lists of 3
+    for scale, activation, reference in ((10.0, "sigmoid", sigmoid), (1.0, "linear", lambda z: z),
+                                         (2.0, "tanh", np.tanh)):
+        loss = kzoo.RerankingLoss(scale=scale, activation=activation)
+        expected = listwise_reference(logits, 3, scale, reference)
+        assert float(loss(np.zeros((4, 3)), logits)) == pytest.approx(expected.mean(), abs=TOLERANCE)
+        weights = np.array([1.0, 0.0, 2.0, 0.5], "float32")  # one per query
+        weighted = float(loss(np.zeros((4, 3)), logits, sample_weight=weights))
+        assert weighted == pytest.approx((weights * expected).sum() / 4, abs=TOLERANCE)  # Keras' sum over batch
+    labels = np.array([1, 0, 0.5, 1, 0, 0, 1, 1, 0, 0, 1, 0], "float32")
+    z = logits[:, 0].astype("float64")
+    expected = -(labels * np.log(sigmoid(z)) + (1 - labels) * np.log(1 - sigmoid(z)))
+    for shape in ((12,), (12, 1)):
+        assert float(kzoo.RerankingLoss()(labels.reshape(shape), logits)) == pytest.approx(expected.mean(), abs=1e-5)
+    accuracy = kzoo.RerankingAccuracy()
+    accuracy.update_state(np.zeros((4, 3)), logits)
+    listed = logits.reshape(4, 3)
+    assert float(accuracy.result()) == pytest.approx(np.mean(listed[:, 0] > listed[:, 1:].max(axis=1)))
+
+
+@pytest.mark.once  # NumPy against torch: no Keras backend in it (the loss is tested against it on each)
+def test_numpy_reference_is_sentence_transformers_multiple_negatives_ranking_loss():
+    pytest.importorskip("sentence_transformers")
+    import torch  # noqa: PLC0415
+    from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss  # noqa: PLC0415
+
+    logits = np.random.default_rng(1).normal(scale=3.0, size=(4, 3))  # (B, m): positive, 2 hard negatives
+    columns = [torch.tensor(logits[:, j]) for j in range(3)]  # forward's scores: one tensor per column
+    for scale, activation, reference in ((10.0, torch.nn.Sigmoid(), sigmoid), (1.0, None, lambda z: z)):
+        owner = types.SimpleNamespace(activation_fn=activation, scale=scale, cross_entropy_loss=torch.nn.CrossEntropyLoss())
+        expected = float(MultipleNegativesRankingLoss.calculate_loss(owner, columns, batch_size=4))
+        assert listwise_reference(logits.ravel(), 3, scale, reference).mean() == pytest.approx(expected, abs=1e-9)
+
+
+def test_listwise_fit_lifts_each_positive_above_its_negatives():
+    keras.utils.set_random_seed(0)
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    reranker.compile(optimizer=keras.optimizers.Adam(1e-2), loss=kzoo.RerankingLoss(scale=1.0, activation="linear"))
+    lists = (LIST_QUERIES, LIST_POSITIVES, LIST_NEGATIVES)
+    # The loss fit reports is the NumPy softmax over the pairs' own logits, each list's rows in order.
+    before = reranker.evaluate(lists, batch_size=4, verbose=0, return_dict=True)
+    queries = [q for q in LIST_QUERIES for _ in range(3)]
+    candidates = [c for p, n in zip(LIST_POSITIVES, LIST_NEGATIVES) for c in [p, *n]]
+    logits = reranker.predict((queries, candidates), verbose=0)
+    assert before["loss"] == pytest.approx(listwise_reference(logits, 3, 1.0, lambda z: z).mean(), abs=TOLERANCE)
+    history = reranker.fit(tuple(column * 3 for column in lists), batch_size=4, epochs=10, verbose=0, validation_data=lists)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.3 * losses[0] and history.history["val_accuracy"][-1] == 1.0, history.history
+    scores = reranker.predict_scores((queries, candidates)).reshape(4, 3)
+    assert (scores[:, 0] > scores[:, 1:].max(axis=1)).all(), scores
+
+
+def test_lists_refused_in_kzoo_words():
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    with pytest.raises(ValueError, match="same number of negatives .* got from 1 to 2"):
+        reranker.fit((["song", "goal"], ["band", "team"], [["soup"], ["soup", "song"]]))
+    with pytest.raises(ValueError, match="at least one negative"):
+        reranker.fit((["song"], ["band"], np.zeros((1, 0), dtype=object)))
+    with pytest.raises(ValueError, match=r"no labels \(each query's positive is its target\)"):
+        reranker.fit((["song"], ["band"], [["soup"]]), [1.0])
+    with pytest.raises(ValueError, match="tuple .* is what `fit` and `evaluate`"):
+        reranker.predict((["song"], ["band"], [["soup"]]))
+    with pytest.raises(ValueError, match="scale must be a positive number"):
+        kzoo.RerankingLoss(scale=0)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        kzoo.RerankingLoss(activation="relu")
+
+
+def test_rerank_orders_each_querys_candidates_as_rank_does():
+    keras.utils.set_random_seed(0)
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    documents = [*LIST_POSITIVES, "bad team"]
+    candidates = np.array([[4, 0, 2], [1, 3, 0]])  # a first stage's results: rows of documents
+    scores, indices = reranker.rerank(LIST_QUERIES[:2], documents, candidates, top_k=2)
+    assert indices.shape == scores.shape == (2, 2) and indices.dtype == np.int64
+    for i, query in enumerate(LIST_QUERIES[:2]):
+        expected, order = reranker.rank(query, [documents[j] for j in candidates[i]], top_k=2)
+        assert indices[i].tolist() == candidates[i][order].tolist() and expected[0] > expected[1]
+        np.testing.assert_allclose(scores[i], expected, atol=1e-6)
+    for bad, message in (({"top_k": 4}, r"top_k must be an int in \[1, 3\]"),
+                         ({"candidates": np.array([[0, 5, 1], [0, 1, 2]])}, "index documents 0 to 4"),
+                         ({"candidates": np.array([0, 1])}, r"int array \(queries, c\)"),
+                         ({"queries": "song"}, "queries as a list of str")):
+        arguments = {"queries": LIST_QUERIES[:2], "documents": documents, "candidates": candidates, **bad}
+        with pytest.raises(ValueError, match=message):
+            reranker.rerank(**arguments)
