@@ -94,7 +94,7 @@ def minilm_directory():
     return model_root(weights_directory("all_minilm_l6_v2", get_preset("all_minilm_l6_v2")))
 
 
-def kzoo_contender(option, num_classes, total_steps):
+def kzoo_contender(option, num_classes, total_steps=1000):
     import keras  # noqa: PLC0415
 
     import kzoo  # noqa: PLC0415
@@ -118,7 +118,7 @@ def kzoo_contender(option, num_classes, total_steps):
     return predict, finetune, positions
 
 
-def hf_contender(option, num_classes, total_steps):
+def hf_contender(option, num_classes, total_steps=1000):
     import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
 
@@ -162,7 +162,7 @@ def hf_contender(option, num_classes, total_steps):
     return predict, finetune, positions
 
 
-def kerashub_contender(option, num_classes, total_steps):
+def kerashub_contender(option, num_classes, total_steps=1000):
     import keras  # noqa: PLC0415
     import keras_hub  # noqa: PLC0415
 
