@@ -86,6 +86,11 @@ def quantize_embeddings(embeddings, precision, ranges=None, calibration_embeddin
     if precision.endswith("binary"):
         packed = np.packbits(embeddings > 0, axis=-1)
         return (packed - 128).astype(np.int8) if precision == "binary" else packed
+    if ranges is None and calibration_embeddings is not None:
+        calibration = _floats(calibration_embeddings, "calibration_embeddings")
+        if calibration.shape[1] != embeddings.shape[1]:
+            raise ValueError(f"calibration_embeddings have {calibration.shape[1]} dimensions and the embeddings "
+                             f"{embeddings.shape[1]}: calibrate with embeddings of the same model, truncated alike.")
     if ranges is None:
         ranges = quantization_ranges(embeddings if calibration_embeddings is None else calibration_embeddings)
     starts, steps = _buckets(ranges, embeddings.shape[1])
