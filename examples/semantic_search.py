@@ -29,6 +29,12 @@
 3. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
+4. With `--matryoshka-dims 384,256,128,64`: fine-tunes the released model
+   again, alike but with `kzoo.MatryoshkaLoss` around the same loss (each
+   width's first dimensions trained to work alone; Kusupati et al. 2022),
+   and reports recall@10 and MRR@10 at each width for the released, the
+   fine-tuned and the Matryoshka model (the first d dimensions of each
+   vector, scaled back to unit length: `encode(..., truncate_dim=d)`).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
 maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
@@ -38,7 +44,8 @@ small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2 when
 that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
 24 texts encoded, then the 16 re-encoded after reloading, make full batches
-of 8: one compiled shape per step function), in about 15 seconds, and saves
+of 8: one compiled shape per step function; the Matryoshka stage at widths
+32, 16 and 8), in about 20 seconds, and saves
 under the system temp dir (see example_runs.py).
 """
 
@@ -80,9 +87,13 @@ def parse_args():
     parser.add_argument("--max-train", type=int, default=None, help="use at most this many training pairs")
     parser.add_argument("--max-held-out", type=int, default=None, help="use at most this many held-out pairs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--matryoshka-dims", type=widths, default=None, metavar="D,D,...",
+                        help="also fine-tune the released model with kzoo.MatryoshkaLoss at these widths "
+                             "(e.g. 384,256,128,64) and report recall@10 and MRR@10 at each width")
     args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
         "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
+        "matryoshka_dims": [32, 16, 8],
     })
     if args.preset is None:  # a smoke run's: tracing and compiling a 2-layer BERT, not 6 layers of 384
         args.preset = smoke_directory("bert_python_docs")
@@ -91,6 +102,14 @@ def parse_args():
                   "instead", flush=True)
             args.preset = DEFAULT_PRESET
     return args
+
+
+def widths(text):
+    """`--matryoshka-dims`' widths, "384,256" -> [384, 256]."""
+    try:
+        return [int(width) for width in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes widths separated by commas (384,256,128,64); got {text!r}") from None
 
 
 def retrieval_metrics(rankings, k=10):
@@ -116,6 +135,35 @@ def embedding_search(embedder, queries, documents, batch_size, top_k):
     vectors = embedder.encode(queries + documents, batch_size=batch_size, verbose=0)
     corpus = vectors[len(queries):]
     return embedder.search(vectors[:len(queries)], corpus, top_k=top_k)[1], corpus
+
+
+def matryoshka_comparison(args, embedder, steps, train, held_out, top_k):
+    """Recall@k and MRR@k at each width of `--matryoshka-dims` (the first d dimensions of the
+    vectors; `kzoo.semantic_search` scales them back to unit length, as `encode(truncate_dim=d)`)
+    for the released model, the fine-tuned `embedder` (in-batch negatives at full width) and the
+    released model fine-tuned alike with `kzoo.MatryoshkaLoss` around the same loss."""
+    dims = args.matryoshka_dims
+    loss = kzoo.MatryoshkaLoss(kzoo.MultipleNegativesRankingLoss(), matryoshka_dims=dims)
+    matryoshka = kzoo.BertTextEmbedder.from_preset(args.preset, sequence_length=args.sequence_length)
+    matryoshka.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=args.learning_rate), loss=loss)
+    queries, documents = held_out
+    vectors = {"released": matryoshka.encode(queries + documents, batch_size=args.batch_size, verbose=0),
+               "fine-tuned": embedder.encode(queries + documents, batch_size=args.batch_size, verbose=0)}
+    print(f"\nfine-tuning the released model again, kzoo.MatryoshkaLoss at widths {dims}", flush=True)
+    clock = time.perf_counter()
+    keras.utils.set_random_seed(args.seed)
+    matryoshka.fit(train, epochs=args.epochs, batch_size=args.batch_size, **fit_progress())
+    print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
+    vectors["Matryoshka"] = matryoshka.encode(queries + documents, batch_size=args.batch_size, verbose=0)
+    print(f"\nheld-out recall@{top_k} / MRR@{top_k} at each width (the first d dimensions):")
+    print(f"| model | {' | '.join(f'd = {d}' for d in dims)} |\n|---|{'---|' * len(dims)}")
+    for name, both in vectors.items():
+        cells = []
+        for d in dims:
+            metrics = retrieval_metrics(kzoo.semantic_search(
+                both[:len(queries), :d], both[len(queries):, :d], top_k=top_k)[1], top_k)
+            cells.append(f"{metrics[f'recall@{top_k}']:.3f} / {metrics[f'mrr@{top_k}']:.3f}")
+        print(f"| {name} | {' | '.join(cells)} |", flush=True)
 
 
 def print_results(name, metrics, seconds):
@@ -160,6 +208,9 @@ def main():
     print_results("lexical", results["lexical"], time.perf_counter() - clock)
 
     embedder = kzoo.BertTextEmbedder.from_preset(args.preset, sequence_length=args.sequence_length)
+    if args.matryoshka_dims:  # bad widths refused now, not after the first fine-tuning
+        kzoo.MatryoshkaLoss(kzoo.MultipleNegativesRankingLoss(), args.matryoshka_dims).check_width(
+            embedder.backbone.hidden_dim)
     # Compiled before the first search: compile() drops the compiled predict step, which the search after
     # fine-tuning then reuses (one compilation fewer).
     steps = args.epochs * -(-len(train_queries) // args.batch_size)
@@ -186,6 +237,8 @@ def main():
     for name in ("released", "fine-tuned", "lexical"):
         print(f"| {name} | {' | '.join(f'{value:.3f}' for value in results[name].values())} |")
     save_reload_and_show(embedder, args.output, queries, documents, corpus, args.batch_size)
+    if args.matryoshka_dims:
+        matryoshka_comparison(args, embedder, steps, (train_queries, train_documents), (queries, documents), top_k)
     print(f"(total {time.perf_counter() - start:.0f} s)")
 
 

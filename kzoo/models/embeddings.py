@@ -162,6 +162,8 @@ def truncate_embeddings(embeddings, truncate_dim, normalize=True):
     [[1.0, 0.0]]
     """
     embeddings = np.asarray(embeddings, "float32")
+    if embeddings.ndim != 2:
+        raise ValueError(f"Embeddings are a 2-D array (texts, dim); got shape {embeddings.shape}.")
     if truncate_dim is None:
         return embeddings
     check_truncate_dim(truncate_dim, embeddings.shape[-1])
@@ -175,6 +177,25 @@ def check_truncate_dim(truncate_dim, width):
     if truncate_dim is not None and not (whole and 0 < truncate_dim <= width):
         raise ValueError(f"truncate_dim must be a positive int at most the embeddings' width of {width}; "
                          f"got {truncate_dim!r}.")
+
+
+def check_search_inputs(queries, corpus):
+    """Refuses empty queries or an empty corpus (texts, embeddings or packed ids) before any is embedded.
+
+    Example:
+
+    >>> check_search_inputs(["a cat"], [])
+    Traceback (most recent call last):
+    ...
+    ValueError: search: the corpus is empty: there is nothing to search. Pass at least one text or embedding.
+    """
+    for name, texts in (("queries", queries), ("the corpus", corpus)):
+        if isinstance(texts, dict):  # packed ids: one row per text
+            texts = next(iter(texts.values()), [])
+        size = len(texts) if isinstance(texts, (list, tuple)) else getattr(texts, "shape", (None,))[:1]
+        if size in (0, (0,)):
+            raise ValueError(f"search: {name} {'are' if name == 'queries' else 'is'} empty: there is nothing to "
+                             f"search{' for' if name == 'queries' else ''}. Pass at least one text or embedding.")
 
 
 def resolve_prompt(prompts, default_prompt_name, prompt_name=None, prompt=None):
@@ -261,7 +282,8 @@ def semantic_search(queries, corpus, top_k=10, query_chunk=256, corpus_chunk=163
     Args:
         queries: array `(q, dim)`. Query embeddings (or codes of `precision`).
         corpus: array `(n, dim)`. Corpus embeddings, or codes of `precision`.
-        top_k: int. Results per query (at most `n`). Defaults to `10`.
+        top_k: int. Results per query; a corpus of fewer rows gives all of
+            them (as sentence-transformers' `semantic_search`). Defaults to `10`.
         query_chunk: int. Queries scored at once. Defaults to `256`.
         corpus_chunk: int. Corpus rows scored at once. Defaults to `16384`.
         precision: str. `"float32"`, `"int8"`, `"uint8"`, `"binary"` or
@@ -288,8 +310,14 @@ def semantic_search(queries, corpus, top_k=10, query_chunk=256, corpus_chunk=163
     [[2, 0]]
     """
     check_precision(precision)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive int; got {top_k!r}.")
+    for name, value in (("top_k", top_k), ("query_chunk", query_chunk), ("corpus_chunk", corpus_chunk),
+                        ("rescore_multiplier", rescore_multiplier)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive int; got {value!r}.")
+    queries, corpus = _numbers(queries, "queries"), _numbers(corpus, "corpus")
+    if corpus.ndim == 2 and len(corpus) == 0:
+        raise ValueError(f"The corpus is empty (shape {corpus.shape}): there is nothing to search. "
+                         "Pass at least one corpus embedding.")
     if precision != "float32":
         return _quantized_search(queries, corpus, top_k, query_chunk, corpus_chunk, precision, ranges, rescore,
                                  rescore_multiplier)
@@ -301,6 +329,15 @@ def semantic_search(queries, corpus, top_k=10, query_chunk=256, corpus_chunk=163
         )
     scores, indices = _top_k(queries, corpus, top_k, lambda q, c: q @ c.T, query_chunk, corpus_chunk)
     return scores.astype("float32"), indices
+
+
+def _numbers(array, name):
+    """`array` as a NumPy array, refused in kzoo's words when it holds no numbers (texts, say)."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "fiu":
+        raise ValueError(f"semantic_search takes embeddings, arrays of numbers; {name} is a {array.dtype} array of "
+                         f"shape {array.shape}. To search texts, use BertTextEmbedder.search(queries, corpus).")
+    return array
 
 
 def _quantized_search(queries, corpus, top_k, query_chunk, corpus_chunk, precision, ranges, rescore, multiplier):

@@ -69,6 +69,9 @@ def mine_hard_negatives(embedder, queries, positives, corpus=None, range_min=0, 
         if corpus_row[positive] not in relevant[query]:
             relevant[query].append(corpus_row[positive])
     most_positives = max(len(rows) for rows in relevant.values())
+    if len(corpus) <= min(len(rows) for rows in relevant.values()):
+        raise ValueError(f"The texts to mine from (corpus and positives: {len(corpus)} distinct) are all positives of "
+                         "the queries: there is no negative to find. Pass a corpus of other texts.")
     if range_max is None:
         filtered = absolute_margin is not None or relative_margin is not None or max_score is not None
         range_max = range_min + num_negatives * (10 if filtered else 1) + most_positives
@@ -110,6 +113,9 @@ def _checked(queries, positives, corpus, range_min, num_negatives):
     if not queries or len(queries) != len(positives):
         raise ValueError(f"queries and positives are (query, positive) pairs: two non-empty lists of the same "
                          f"length; got {len(queries)} and {len(positives)}.")
+    if corpus is not None and not corpus:
+        raise ValueError("corpus is empty: there is nothing to mine negatives from. Pass the texts to mine, or "
+                         "corpus=None to mine among the positives.")
     for name, value, least in (("range_min", range_min, 0), ("num_negatives", num_negatives, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an int of at least {least}; got {value!r}.")

@@ -104,6 +104,8 @@ CASES = {
                         ["--batch-size must be at least 1; got 0"]),
     "search top-k": (["search", "p", "--corpus", "texts.txt", "--queries", "texts.txt", "--top-k", "0"],
                      ["--top-k must be at least 1; got 0"]),
+    "search empty corpus": (["search", "p", "--corpus", "header_only.csv", "--queries", "texts.txt"],
+                            ["header_only.csv holds no rows"]),
     "search from standard input twice": (["search", "p", "--corpus", "-"],
                                          ["--corpus and --queries cannot both be standard input"]),
     "search query column": (["search", "p", "--corpus", "texts.txt", "--queries", "train.csv", "--query-column",

@@ -98,3 +98,15 @@ def test_bad_input_is_refused_in_kzoos_words():
         kzoo.quantization_ranges(CORPUS[:1])
     with pytest.raises(ValueError, match="must be float embeddings"):
         kzoo.quantize_embeddings(codes, "int8")
+    with pytest.raises(ValueError, match="calibration_embeddings have 5 dimensions and the embeddings 19"):
+        kzoo.quantize_embeddings(CORPUS, "int8", calibration_embeddings=CALIBRATION[:, :5])
+    for precision, corpus in (("float32", CORPUS[:0]), ("int8", codes[:0]), ("ubinary", np.zeros((0, 3), np.uint8))):
+        with pytest.raises(ValueError, match=r"The corpus is empty \(shape \(0, \d+\)\): there is nothing to search"):
+            kzoo.semantic_search(QUERIES, corpus, precision=precision, ranges=ranges)
+    with pytest.raises(ValueError, match="Embeddings are a 2-D array"):
+        kzoo.semantic_search(QUERIES[0], CORPUS)
+    with pytest.raises(ValueError, match=r"takes embeddings, arrays of numbers; corpus is a <U\d+ array"):
+        kzoo.semantic_search(QUERIES, ["a text", "another"])
+    for name in ("query_chunk", "corpus_chunk", "rescore_multiplier"):  # 0 gave no results or a NumPy error
+        with pytest.raises(ValueError, match=f"{name} must be a positive int; got 0"):
+            kzoo.semantic_search(QUERIES, codes, precision="int8", ranges=ranges, **{name: 0})

@@ -79,3 +79,8 @@ def test_bad_input_is_refused():
         kzoo.mine_hard_negatives(_Vectors(), QUERIES[:2], CORPUS[:2], num_negatives=0)
     with pytest.raises(ValueError, match="corpus must be a list of str"):
         kzoo.mine_hard_negatives(_Vectors(), QUERIES[:2], CORPUS[:2], corpus="document 3")
+    with pytest.raises(ValueError, match="corpus is empty: there is nothing to mine negatives from"):
+        kzoo.mine_hard_negatives(_Vectors(), QUERIES[:2], CORPUS[:2], corpus=[])
+    # Each query's positives are the whole corpus: refused before anything is embedded (the stub has no vectors).
+    with pytest.raises(ValueError, match=r"\(corpus and positives: 1 distinct\) are all positives"):
+        kzoo.mine_hard_negatives(object(), ["query 0", "query 1"], [CORPUS[0]] * 2)

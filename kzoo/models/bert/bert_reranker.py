@@ -232,8 +232,10 @@ class BertReranker(Task):
         ((2, 1), True)
         """
         candidates = np.asarray(candidates)
-        if not isinstance(queries, (list, tuple)) or not all(isinstance(query, str) for query in queries):
-            raise ValueError("BertReranker.rerank takes queries as a list of str.")
+        for name, texts in (("queries", queries), ("documents", documents)):
+            if not isinstance(texts, (list, tuple)) or not texts or not all(isinstance(text, str) for text in texts):
+                raise ValueError(f"BertReranker.rerank takes {name} as a list of str, not empty; got "
+                                 f"{'an empty list' if isinstance(texts, (list, tuple)) else type(texts).__name__}.")
         if candidates.ndim != 2 or candidates.dtype.kind not in "iu" or len(candidates) != len(queries) or (
                 candidates.size == 0):
             raise ValueError(

@@ -13,6 +13,7 @@ from kzoo.models.bert.bert_preprocessor import BertPreprocessor
 from kzoo.models.embedding_quantization import check_precision, quantization_ranges, quantize_embeddings
 from kzoo.models.embeddings import (
     MultipleNegativesRankingLoss,
+    check_search_inputs,
     check_truncate_dim,
     cosine_similarity,
     prompted,
@@ -342,6 +343,7 @@ class BertTextEmbedder(Task):
         [[1]]
         """
         check_precision(precision)
+        check_search_inputs(queries, corpus)
         coded = isinstance(corpus, np.ndarray) and corpus.dtype in (np.int8, np.uint8)
         if coded and truncate_dim is not None:
             raise ValueError("Codes cannot be truncated: quantize the truncated embeddings "
@@ -355,7 +357,7 @@ class BertTextEmbedder(Task):
         return semantic_search(queries, corpus, top_k, precision=precision, ranges=ranges, rescore=rescore)
 
     def _embedded(self, texts, batch_size, encode, truncate_dim=None):
-        if isinstance(texts, np.ndarray) and texts.dtype.kind == "f" and texts.ndim == 2:
+        if isinstance(texts, np.ndarray) and texts.dtype.kind == "f":  # embeddings (2-D, else refused)
             return truncate_embeddings(texts, truncate_dim, self.normalize)
         return encode(texts, batch_size=batch_size, verbose=0, truncate_dim=truncate_dim)
 

@@ -228,7 +228,9 @@ def test_rerank_orders_each_querys_candidates_as_rank_does():
     for bad, message in (({"top_k": 4}, r"top_k must be an int in \[1, 3\]"),
                          ({"candidates": np.array([[0, 5, 1], [0, 1, 2]])}, "index documents 0 to 4"),
                          ({"candidates": np.array([0, 1])}, r"int array \(queries, c\)"),
-                         ({"queries": "song"}, "queries as a list of str")):
+                         ({"queries": "song"}, "queries as a list of str"),
+                         ({"queries": [], "candidates": candidates[:0]}, "queries as a list of str, not empty"),
+                         ({"documents": []}, "documents as a list of str, not empty; got an empty list")):
         arguments = {"queries": LIST_QUERIES[:2], "documents": documents, "candidates": candidates, **bad}
         with pytest.raises(ValueError, match=message):
             reranker.rerank(**arguments)

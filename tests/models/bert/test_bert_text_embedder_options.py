@@ -99,6 +99,15 @@ def test_bad_input_is_refused_before_any_work(embedder, texts):
         embedder.compile(loss=kzoo.MatryoshkaLoss(kzoo.MultipleNegativesRankingLoss(), [64, 32]))
     with pytest.raises(ValueError, match="one weight per width"):
         kzoo.MatryoshkaLoss(kzoo.MultipleNegativesRankingLoss(), [32, 16], [1.0])
+    for queries, corpus, message in ((texts, [], "the corpus is empty: there is nothing to search"),
+                                     ([], texts, "queries are empty: there is nothing to search for"),
+                                     (texts, np.zeros((0, 32), "float32"), "the corpus is empty"),
+                                     ({"token_ids": []}, texts, "queries are empty"),
+                                     (texts, np.ones(32, "float32"), r"Embeddings are a 2-D array .* shape \(32,\)")):
+        with pytest.raises(ValueError, match=message):
+            embedder.search(queries, corpus)
+    with pytest.raises(ValueError, match="truncate_dim must be a positive int at most the embeddings' width of 32"):
+        embedder.search(texts, np.ones((3, 32), "float32"), truncate_dim=48)
     with pytest.raises(ValueError, match="Codes cannot be truncated"):
         embedder.search(texts[:1], embedder.encode(texts, precision="binary", verbose=0), truncate_dim=8)
 
