@@ -4,7 +4,10 @@
 English-German; this example uses the parallel corpus every Debian system
 has offline: the German translations of its programs' messages, read at run
 time from the gettext catalogues in /usr/share/locale (offline_corpora.py:
-about 42,000 pairs, 250,000 words a side). The paper's recipe, scaled down:
+about 42,000 pairs, 250,000 words a side), split by message identity into
+39,657 training, 1,022 development and 1,002 test pairs (translation_data.py:
+no test message, nor a variant of it, is in training). The paper's recipe,
+scaled down:
 
 - a shared cased WordPiece vocabulary learned from both languages (sec. 5.1;
   4,000 tokens instead of 37,000);
@@ -18,10 +21,10 @@ about 42,000 pairs, 250,000 words a side). The paper's recipe, scaled down:
   steps (sec. 5.3: 4,000 of 100,000 steps);
 - beam search with beam 4 and length penalty α = 0.6 (sec. 6.1).
 
-It reports the held-out split's per-token perplexity (Table 3's PPL) and
-corpus BLEU (sacreBLEU, 13a) next to a copy-the-source baseline (messages
+It reports the development set's per-token perplexity (Table 3's PPL) and
+the test set's corpus BLEU (sacreBLEU, 13a) next to a copy-the-source baseline (messages
 share names, options and placeholders with their translations, so copying
-scores above zero), translates a few held-out messages, draws the training
+scores above zero), translates a few test messages, draws the training
 curves (with the learning-rate schedule of sec. 5.3) and the attention of
 one translation in the style of the paper's Figures 3-5 (`training_curves.png`
 and `attention.png` in the output directory) and saves the model.
@@ -56,7 +59,7 @@ import keras
 import tensorflow as tf
 from example_runs import parse_arguments, smoke_directory
 from kzoo.progress import fit_progress
-from offline_corpora import message_catalog_pairs, split_by_source_hash
+from translation_data import describe, translation_splits
 
 from kzoo import Transformer, TransformerPreprocessor, TransformerTokenizer, corpus_bleu, transformer_optimizer
 from kzoo.data import batch_by_length
@@ -72,20 +75,20 @@ def parse_args():
     parser.add_argument("--tokens-per-batch", type=int, default=2048)
     parser.add_argument("--vocabulary-size", type=int, default=4000)
     parser.add_argument("--bleu-sentences", type=int, default=400,
-                        help="held-out messages translated for BLEU")
+                        help="test messages translated for BLEU")
     parser.add_argument("--translation-batch", type=int, default=100,
                         help="sources per beam search call (one shape: one compilation)")
     parser.add_argument("--num-layers", type=int, default=2, help="N: encoder and decoder layers")
     parser.add_argument("--hidden-dim", type=int, default=128, help="d_model (d_ff is 4 times as large)")
     parser.add_argument("--pairs", type=int, default=0,
-                        help="use the first N training and N / 20 held-out pairs only (0: all)")
+                        help="use the first N training and N / 20 development and test pairs only (0: all)")
     parser.add_argument("--max-words", type=int, default=30, help="longest message kept, in words")
     parser.add_argument("--max-length", type=int, default=64,
                         help="tokens per source or target (longer ones are truncated)")
     parser.add_argument("--output", default="transformer_translation", help="directory for the saved model")
     return parse_arguments(parser, {
         # One length bucket (8 tokens, longer pairs truncated) and batches of 400 // 8 = 50 pairs, as many
-        # as are held out: every batch is 50 x 8, one compiled shape for training and one
+        # as are in development: every batch is 50 x 8, one compiled shape for training and one
         # for evaluation (each new shape compiles again on JAX and TensorFlow).
         "max_words": 4, "max_length": 8, "tokens_per_batch": 400,
         "steps": 8, "epochs": 2, "warmup_steps": 4, "vocabulary_size": 500, "bleu_sentences": 8,
@@ -126,21 +129,21 @@ def main():
     started = time.time()
     keras.utils.set_random_seed(0)
 
-    sources, targets = message_catalog_pairs("de", max_words=args.max_words)
-    (train_sources, train_targets), (held_sources, held_targets) = split_by_source_hash(
-        sources, targets, held_out_fraction=0.05
-    )
+    # Split by message identity: no test message, nor a variant of it, is in training (translation_data.py).
+    splits = translation_splits(max_words=args.max_words)
     if args.pairs:
-        train_sources, train_targets = train_sources[: args.pairs], train_targets[: args.pairs]
-        held_sources, held_targets = held_sources[: args.pairs // 20], held_targets[: args.pairs // 20]
-    print(f"{len(sources)} message pairs; {len(train_sources)} for training, {len(held_sources)} held out")
+        splits = {name: tuple(side[: args.pairs if name == "train" else args.pairs // 20] for side in pair)
+                  for name, pair in splits.items()}
+    print(describe(splits))
+    (train_sources, train_targets), (dev_sources, dev_targets), (test_sources, test_targets) = (
+        splits["train"], splits["dev"], splits["test"])
 
     tokenizer = TransformerTokenizer.train(train_sources + train_targets, args.vocabulary_size)
     preprocessor = TransformerPreprocessor(tokenizer, args.max_length, args.max_length, pad=False)
     print(f"shared vocabulary: {tokenizer.vocabulary_size()} WordPiece tokens")
 
     train = length_batches(preprocessor, train_sources, train_targets, args.tokens_per_batch, True)
-    held_out = length_batches(preprocessor, held_sources, held_targets, args.tokens_per_batch, False)
+    dev = length_batches(preprocessor, dev_sources, dev_targets, args.tokens_per_batch, False)
 
     model = Transformer(
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=args.num_layers, hidden_dim=args.hidden_dim,
@@ -151,32 +154,32 @@ def main():
     print(f"Transformer: {model.count_params():,} parameters", flush=True)
     os.makedirs(args.output, exist_ok=True)
     curves = kzoo.visualize.TrainingCurves(os.path.join(args.output, "training_curves.png"))
-    model.fit(train.repeat(), steps_per_epoch=args.steps // args.epochs, epochs=args.epochs, validation_data=held_out,
+    model.fit(train.repeat(), steps_per_epoch=args.steps // args.epochs, epochs=args.epochs, validation_data=dev,
               **fit_progress(curves=curves))
-    metrics = model.evaluate(held_out, return_dict=True, verbose=0)
-    print(f"held-out per-token perplexity {metrics['perplexity']:.2f}, "
+    metrics = model.evaluate(dev, return_dict=True, verbose=0)
+    print(f"development per-token perplexity {metrics['perplexity']:.2f}, "
           f"accuracy {metrics['masked_accuracy']:.3f} (training time {time.time() - started:.0f} s)")
 
-    count = min(args.bleu_sentences, len(held_sources))
-    sources_for_bleu, references = held_sources[:count], held_targets[:count]
+    count = min(args.bleu_sentences, len(test_sources))
+    sources_for_bleu, references = test_sources[:count], test_targets[:count]
     hypotheses = kzoo.translate(model, preprocessor, sources_for_bleu, args.translation_batch,
                                 progress=True, beam_size=4, length_penalty=0.6)
     model_bleu = corpus_bleu(hypotheses, references)
     copy_bleu = corpus_bleu(sources_for_bleu, references)
-    print(f"BLEU on {count} held-out messages: Transformer {model_bleu:.1f}, "
+    print(f"BLEU on {count} test messages: Transformer {model_bleu:.1f}, "
           f"copy-the-source baseline {copy_bleu:.1f}  ({model_bleu.signature})")
     for i in range(min(8, count)):
         print(f"\n  source:      {sources_for_bleu[i]}\n  reference:   {references[i]}\n"
               f"  Transformer: {hypotheses[i]}")
 
-    # Figures 3-5 of the paper for one held-out message: encoder self-attention, encoder-decoder attention.
+    # Figures 3-5 of the paper for one test message: encoder self-attention, encoder-decoder attention.
     picture = os.path.join(args.output, "attention.png")
-    kzoo.visualize.plot_translation_attention(model, preprocessor, held_sources[0], path=picture)
+    kzoo.visualize.plot_translation_attention(model, preprocessor, test_sources[0], path=picture)
     print(f"\npictures: {picture}, {curves.path}")
     path = os.path.join(args.output, "transformer_translation.keras")
     model.save(path)
     preprocessor.save_to_preset(os.path.join(args.output, "preprocessor"))
-    batch = next(iter(held_out))[0]
+    batch = next(iter(dev))[0]
     rows = int(batch["encoder_token_ids"].shape[0])  # one batch: by 32 rows, predict would compile two shapes
     same = keras.ops.convert_to_numpy(keras.saving.load_model(path).predict(batch, batch_size=rows, verbose=0))
     difference = float(abs(same - keras.ops.convert_to_numpy(model.predict(batch, batch_size=rows, verbose=0))).max())
