@@ -192,8 +192,8 @@ def check_search_inputs(queries, corpus):
     for name, texts in (("queries", queries), ("the corpus", corpus)):
         if isinstance(texts, dict):  # packed ids: one row per text
             texts = next(iter(texts.values()), [])
-        size = len(texts) if isinstance(texts, (list, tuple)) else getattr(texts, "shape", (None,))[:1]
-        if size in (0, (0,)):
+        size = len(texts) if isinstance(texts, (list, tuple)) else tuple(getattr(texts, "shape", (None,)))[0]
+        if size == 0:
             raise ValueError(f"search: {name} {'are' if name == 'queries' else 'is'} empty: there is nothing to "
                              f"search{' for' if name == 'queries' else ''}. Pass at least one text or embedding.")
 
