@@ -35,8 +35,8 @@ when one disappears (a silently unused override would only be slower).
   `jax_state_sync()` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
-- `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.small_batch_traces`
-  runs small predict batches through it, eagerly if it fails or is gone.
+- `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.TracedCalls`
+  runs small predict batches and the Transformer's decoder steps through it, eagerly if it fails or is gone.
 - TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`,
   and `Function._omit_frequent_tracing_warning` (`without_retracing_warning`) (tensorflow 2.21.0).
 """
@@ -90,6 +90,15 @@ def fast_predict_function(model, predict_function):
     if keras.backend.backend() != "torch" or predict_function is None:
         return predict_function
     return torch.small_batch_traces(model, predict_function)
+
+
+def decoder_steps(model, step):
+    """`step` (`Transformer.next_token_logits`: tensors in, tensors out), on torch
+    run as traces of itself per shape (`torch.TracedCalls`: Keras' per-layer
+    Python was 2/3 of an eager step); as is elsewhere (compiled with the search)."""
+    if keras.backend.backend() != "torch":
+        return step
+    return torch.TracedCalls(model, step)
 
 
 def variable_length_batches(data):

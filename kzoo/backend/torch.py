@@ -1,4 +1,4 @@
-"""torch: a fused Adam step, and small batches predicted through traces.
+"""torch: a fused Adam step, and small batches and decoder steps run as traces.
 
 Keras runs `keras.optimizers.Adam`/`AdamW` on torch with multi-tensor
 (`torch._foreach_*`) updates, but only for those exact classes: a subclass
@@ -9,10 +9,11 @@ behind `torch.optim.Adam(fused=True)`), with epsilon rescaled per step so it
 computes `p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`.
 Weight decay stays Keras' own (decoupled, with its exclusions).
 
-`small_batch_traces` runs a model's small predict batches as TorchScript
-traces: eager Keras spends about half of a one-text forward pass in its
-per-layer Python (13 of 27 ms for all-MiniLM-L6-v2 on one core, where the
-trace takes 12.7, against 15 for Hugging Face's model).
+`TracedCalls` runs a model's small predict batches and the Transformer's
+decoder steps as TorchScript traces: eager Keras spends about half of a
+one-text forward pass in its per-layer Python (13 of 27 ms for
+all-MiniLM-L6-v2 on one core, where the trace takes 12.7, against 15 for
+Hugging Face's model), and two thirds of a decoder step.
 """
 
 import collections
@@ -66,11 +67,7 @@ TRACES_KEPT = 64
 
 def small_batch_traces(model, predict_function):
     """Keras' torch `predict_function` of `model`, with batches of at most
-    `TRACED_POSITIONS` positions run as a `torch.jit.trace` of the same step from
-    the second time their shapes come (one trace costs about one eager pass). A
-    trace reads the model's own parameters, so training and loaded weights show;
-    a change of variables (LoRA, quantization) traces again. Where tracing fails,
-    or `torch.jit` is gone (deprecated in torch 2.13), that shape runs eagerly."""
+    `TRACED_POSITIONS` positions run as traces of the same step (`TracedCalls`)."""
     if isinstance(predict_function, _SmallBatchTraces):
         return predict_function
     return _SmallBatchTraces(model, predict_function)
@@ -80,50 +77,73 @@ class _SmallBatchTraces:
     """See `small_batch_traces`."""
 
     def __init__(self, model, eager):
-        self.model, self.eager = model, eager
-        self.traces = collections.OrderedDict()  # (shapes, variables) -> trace; None: seen once; False: eager
+        self.eager = eager
+        self.traced = TracedCalls(model, lambda x: model.predict_step((x,)))
 
     def __call__(self, data):
         x = keras.utils.unpack_x_y_sample_weight(data[0])[0] if len(data) == 1 else None
-        leaves = keras.tree.flatten_with_path(x) if x is not None else []
-        shape = getattr(leaves[0][1], "shape", ()) if leaves else ()
-        if len(shape) < 2 or shape[0] * shape[1] > TRACED_POSITIONS or not all(hasattr(v, "dtype") for _, v in leaves):
+        leaves = keras.tree.flatten(x) if x is not None else []
+        shape = getattr(leaves[0], "shape", ()) if leaves else ()
+        if len(shape) < 2 or shape[0] * shape[1] > TRACED_POSITIONS:
             return self.eager(data)
+        return self.traced(x, eager=lambda: self.eager(data))
+
+
+class TracedCalls:
+    """`function` (a structure of tensors in, of tensors out, reading `model`'s
+    weights) run as a `torch.jit.trace` of itself from the second time the same
+    input shapes come (one trace costs about one eager call), eagerly before, where
+    tracing fails, or once `torch.jit` is gone (deprecated in torch 2.13). A trace
+    reads the model's own parameters, so training and loaded weights show; a
+    change of variables (LoRA, quantization) traces again. Used by small predict
+    batches and by `Transformer.generate`'s decoder steps, where Keras' per-layer
+    Python is most of a call."""
+
+    def __init__(self, model, function):
+        self.model, self.function = model, function
+        self.traces = collections.OrderedDict()  # (shapes, variables) -> trace; None: seen once; False: eager
+
+    def __call__(self, *arguments, eager=None):
+        """`function(*arguments)`, traced once these shapes were seen; `eager()` instead of `function` when not."""
+        eager = eager or (lambda: self.function(*arguments))
+        leaves = keras.tree.flatten_with_path(arguments)
+        if not all(hasattr(v, "dtype") for _, v in leaves):  # a Python number: a value tracing would fix
+            return eager()
         key = tuple((path, tuple(v.shape), str(v.dtype)) for path, v in leaves), tuple(map(id, self.model.weights))
         trace = self.traces.get(key)
         if trace is None:
             if key in self.traces:  # the second time: trace it
-                trace = self.traces[key] = self._trace(x)
+                trace = self.traces[key] = self._trace(arguments)
             else:
                 self.traces[key] = None
                 while len(self.traces) > TRACES_KEPT:
                     self.traces.popitem(last=False)
         if not trace:
-            return self.eager(data)
+            return eager()
         self.traces.move_to_end(key)
         import torch  # noqa: PLC0415
 
         with torch.no_grad():
             return trace(*[keras.ops.convert_to_tensor(v) for _, v in leaves])
 
-    def _trace(self, x):
+    def _trace(self, arguments):
         import torch  # noqa: PLC0415
 
-        model, structure = self.model, x
+        function, structure = self.function, arguments
 
-        class Step(torch.nn.Module):  # the step's tensors in and out, flat, as tracing takes them
-            def __init__(self):
+        class Step(torch.nn.Module):  # the call's tensors in and out, flat, as tracing takes them
+            def __init__(self, model):
                 super().__init__()
                 self.model = model
 
             def forward(self, *tensors):
-                return self.model.predict_step((keras.tree.pack_sequence_as(structure, list(tensors)),))
+                return function(*keras.tree.pack_sequence_as(structure, list(tensors)))
 
-        tensors = [keras.ops.convert_to_tensor(v) for v in keras.tree.flatten(x)]
+        tensors = [keras.ops.convert_to_tensor(v) for v in keras.tree.flatten(arguments)]
         try:
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tracing's deprecation and shape-specialisation notes
-                traced = torch.jit.trace(Step(), tuple(tensors), check_trace=False, strict=False)
-        except Exception:  # noqa: BLE001 (a step tracing cannot take runs eagerly, as before)
+                traced = torch.jit.trace(Step(self.model), tuple(tensors), check_trace=False, strict=False)
+        except Exception:  # noqa: BLE001 (a call tracing cannot take runs eagerly, as before)
             return False
         return traced

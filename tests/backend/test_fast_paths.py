@@ -173,7 +173,7 @@ def test_several_models_predicting_log_no_retracing_warning(monkeypatch):
     assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
 
 
-@pytest.mark.skipif(BACKEND != "torch", reason="torch's small-batch traces (kzoo.backend.torch.small_batch_traces)")
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's small-batch traces (kzoo.backend.torch.TracedCalls)")
 def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights():
     import torch
 
@@ -184,7 +184,7 @@ def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights()
     model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
                                 preprocessor=kzoo.BertTokenizer(vocabulary))
     eager = model.predict(texts, verbose=0)  # first sight of the shapes: eager
-    traces = model.predict_function.traces
+    traces = model.predict_function.traced.traces
     assert list(traces.values()) == [None]
     for _ in range(2):  # the second time traced, then the trace reused
         np.testing.assert_allclose(model.predict(texts, verbose=0), eager, atol=1e-6, rtol=0)
@@ -214,3 +214,33 @@ def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights()
     for _ in range(2):
         model.predict(big, batch_size=len(big), verbose=0)
     assert all(leaves[0][1][0] != len(big) for leaves, _ in traces)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's decoder-step traces (kzoo.backend.torch.TracedCalls)")
+def test_decoder_steps_traced_on_torch_translate_as_eager_and_follow_the_weights():
+    import torch
+
+    model = kzoo.Transformer(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                             max_sequence_length=32, dropout=0.0)
+    model.set_weights([np.random.default_rng(3).normal(0.0, 1.0, w.shape).astype("float32") for w in model.get_weights()])
+    sources = np.random.default_rng(4).integers(4, 40, (3, 6)).astype("int32")
+
+    def eager(beam_size):  # every step through Keras' layers
+        traced = model.__dict__.pop("_decoder_steps")
+        try:
+            model.__dict__["_decoder_steps"] = model.next_token_logits
+            return keras.ops.convert_to_numpy(model.generate(sources, beam_size=beam_size))
+        finally:
+            model.__dict__["_decoder_steps"] = traced
+
+    for beam_size in (1, 3):
+        tokens = keras.ops.convert_to_numpy(model.generate(sources, beam_size=beam_size))
+        assert (tokens[:, 10:] != 0).any()  # over 10 steps, all but the first traced
+        np.testing.assert_array_equal(tokens, eager(beam_size))
+    traces = model.__dict__["_decoder_steps"].traces
+    assert any(isinstance(trace, torch.jit.ScriptModule) for trace in traces.values())
+    before = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3))
+    model.set_weights([w * 0.5 for w in model.get_weights()])  # in place: the traces read the new values
+    after = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3))
+    assert not np.array_equal(after, before)
+    np.testing.assert_array_equal(after, eager(3))

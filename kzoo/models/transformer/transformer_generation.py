@@ -8,7 +8,7 @@ with key/value caches, and greedy or beam search over it.
 
 from keras import ops
 
-from kzoo.backend import check_positions_fit, checked_upstream, inference_function
+from kzoo.backend import check_positions_fit, checked_upstream, decoder_steps, inference_function
 from kzoo.models.backbone import check_id_inputs, missing_token_ids
 from kzoo.models.input_checks import check_int
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
@@ -217,11 +217,14 @@ class TransformerGeneration:
         search_arguments = dict(
             end_id=self.end_id, padding_id=self.padding_id, max_length=max_length, length_limits=length_limits
         )
+        step = self.__dict__.get("_decoder_steps")
+        if step is None:  # once per self (on torch, its traces); not a tracked attribute
+            step = self.__dict__["_decoder_steps"] = decoder_steps(self, self.next_token_logits)
         if beam_size == 1:
-            tokens = greedy_search(self.next_token_logits, cache, start_ids, **search_arguments)
+            tokens = greedy_search(step, cache, start_ids, **search_arguments)
         else:
             tokens = beam_search(
-                self.next_token_logits, cache, start_ids,
+                step, cache, start_ids,
                 beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
             )
         # An empty source (e.g. a blank line of a test set) translates to the empty
