@@ -30,6 +30,14 @@ threads each library takes by itself (printed):
 - `hf:torch`: `BertForSequenceClassification` with its fast tokenizer,
   `padding=True`, in `torch.inference_mode` (`single`, `batch32`).
 - `st:torch`: `SentenceTransformer.encode` (`embed`).
+- `st:onnx-int8`: `SentenceTransformer(..., backend="onnx")` on the model
+  `export_dynamic_quantized_onnx_model` writes (onnxruntime's dynamic int8, its
+  `avx512_vnni`, `avx512` or `avx2` configuration by the CPU's flags), `encode`
+  (`embed`). It needs `optimum[onnxruntime]`, which requires transformers 4
+  while kzoo's environment has 5: install it into a directory of its own
+  (`pip install --target DIR --no-deps optimum==2.1.0 optimum-onnx==0.1.0
+  transformers==4.57.6 huggingface_hub==0.36.2 tokenizers==0.22.2 httpx httpcore`)
+  and name it with `--st-onnx-path DIR`, which this contender's process puts first.
 """
 
 import argparse
@@ -45,7 +53,7 @@ import embedding_throughput  # noqa: E402
 import real_text  # noqa: E402
 
 CONTENDERS = ("kzoo:tensorflow", "kzoo:jax", "kzoo:torch", "kzoo:onnx", "kzoo:onnx-int8", "kzoo:saved-model",
-              "hf:torch", "st:torch")
+              "hf:torch", "st:torch", "st:onnx-int8")
 WORKLOADS = ("single", "batch32", "embed")
 SINGLE, WARM_UP = 200, 20
 
@@ -104,6 +112,24 @@ def onnx_functions(int8):
                                                       for s in range(0, len(texts), batch_size)])), encode
 
 
+def st_onnx_int8_encode(corpus):
+    """`encode(corpus)` of sentence-transformers' ONNX backend on its dynamically quantized int8 model."""
+    import tempfile  # noqa: PLC0415
+
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model  # noqa: PLC0415
+
+    flags = open("/proc/cpuinfo").read().split()
+    config = "avx512_vnni" if "avx512_vnni" in flags else "avx512" if "avx512f" in flags else "avx2"
+    root = tempfile.mkdtemp()
+    SentenceTransformer(embedding_throughput.minilm_directory(), backend="onnx", device="cpu").save_pretrained(root)
+    export_dynamic_quantized_onnx_model(SentenceTransformer(root, backend="onnx", device="cpu"), config, root)
+    model = SentenceTransformer(root, backend="onnx", device="cpu",
+                                model_kwargs={"file_name": f"onnx/model_qint8_{config}.onnx"})
+    model.max_seq_length = embedding_throughput.LENGTH
+    return lambda: model.encode(corpus, batch_size=embedding_throughput.BATCH, convert_to_numpy=True,
+                                show_progress_bar=False)
+
+
 def saved_model_function():
     import tempfile  # noqa: PLC0415
 
@@ -123,7 +149,7 @@ def child(contender, workloads):
     texts = real_text.texts_of("library", "inference")[0]
     corpus = embedding_throughput.texts_of(512)
     predict = embed = None  # predict(texts, batch_size); embed(): the corpus's vectors
-    if variant.startswith("onnx"):
+    if impl == "kzoo" and variant.startswith("onnx"):
         predict, encode = onnx_functions(int8=variant == "onnx-int8")
         embed = lambda: encode(corpus)  # noqa: E731
     elif variant == "saved-model":
@@ -131,6 +157,8 @@ def child(contender, workloads):
     elif impl in ("kzoo", "hf"):
         predict = (real_text.kzoo_contender if impl == "kzoo" else real_text.hf_contender)("", 2)[0]
         embed = embedding_throughput.kzoo_contender(corpus)[0] if impl == "kzoo" else None
+    elif variant == "onnx-int8":  # st
+        embed = st_onnx_int8_encode(corpus)
     else:  # st
         embed = embedding_throughput.st_contender(corpus, embedding_throughput.minilm_directory())[0]
     result = {}
@@ -157,20 +185,28 @@ def child(contender, workloads):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS))
+    parser.add_argument("--contenders", nargs="+", help="default: all, st:onnx-int8 with --st-onnx-path only")
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--st-onnx-path", help="a directory holding optimum[onnxruntime] for st:onnx-int8 (above)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.workloads)
+    args.contenders = args.contenders or [c for c in CONTENDERS if c != "st:onnx-int8" or args.st_onnx_path]
+    if "st:onnx-int8" in args.contenders and not args.st_onnx_path:
+        parser.error("st:onnx-int8 needs --st-onnx-path DIR, a directory holding optimum[onnxruntime] (see above)")
     print(f"{common.machine_description()}; load average {os.getloadavg()[0]:.2f}; workloads {args.workloads}",
           flush=True)
 
     def measure(contender):
         impl, backend = contender.split(":")[:2]
         backend = backend if backend in ("tensorflow", "jax", "torch") else ("torch" if impl != "kzoo" else "tensorflow")
-        result = common.run_child(__file__, backend, ["--child", contender, "--workloads", *args.workloads])
+        environment = None
+        if contender == "st:onnx-int8":  # optimum's transformers 4 first; no TensorFlow models from it
+            environment = {"PYTHONPATH": args.st_onnx_path, "USE_TF": "0", "USE_TORCH": "1"}
+        result = common.run_child(__file__, backend, ["--child", contender, "--workloads", *args.workloads],
+                                  environment)
         print(f"  {contender}: {result}", flush=True)
         return result
 
