@@ -32,7 +32,9 @@ when one disappears (a silently unused override would only be slower).
   holding the epochs a backup has finished), read by
   `kzoo.models.datasets.resumed_stream` (keras 3.15.1).
 - JAX variables' `_value`, `Model._jax_state`, `_jax_state_synced`,
-  `jax_state_sync()` (keras 3.15.1).
+  `jax_state_sync()`, and the JAX trainer's `predict_step(state, data)` (state:
+  the trainable and non-trainable variables' values), called by
+  `jax.predict_on_batch` (keras 3.15.1).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
 - `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.TracedCalls`
@@ -90,6 +92,17 @@ def fast_predict_function(model, predict_function):
     if keras.backend.backend() != "torch" or predict_function is None:
         return predict_function
     return torch.small_batch_traces(model, predict_function)
+
+
+def predict_on_batch(model, x, keras_predict_on_batch):
+    """Keras' `predict_on_batch` (`keras_predict_on_batch(x)`); on JAX, for a
+    built model compiled with XLA outside a `keras.distribution`,
+    `jax.predict_on_batch` (the variables neither donated nor written back:
+    one text per call 1 ms faster of 16)."""
+    lean = model.built and model.jit_compile and keras.distribution.distribution() is None
+    if keras.backend.backend() == "jax" and lean:
+        return jax.predict_on_batch(model, x)
+    return keras_predict_on_batch(x)
 
 
 def decoder_steps(model, step):

@@ -1,10 +1,15 @@
 """JAX: a model's weights kept when `fit`/`predict` fail, a failing check
-inside a compiled step, dropout's random numbers from XLA's ThreeFry op.
-Reads the private `variable._value`, `model._jax_state`,
-`model._jax_state_synced` and `model.jax_state_sync()` (see `kzoo.backend`).
+inside a compiled step, predict steps that leave the variables in place,
+dropout's random numbers from XLA's ThreeFry op. Reads the private
+`variable._value`, `model._jax_state`, `model._jax_state_synced` and
+`model.jax_state_sync()`, and calls Keras' JAX `predict_step(state, data)`
+(see `kzoo.backend`).
 """
 
 import contextlib
+
+import keras
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -28,6 +33,24 @@ def restore_state_on_error(model):
         model._jax_state = None
         model._jax_state_synced = True
         raise
+
+
+def predict_on_batch(model, x):
+    """`model.predict_on_batch(x)` as Keras' JAX trainer computes it (its
+    `predict_step`, jitted once per input shape), without donating the
+    variables to the step: Keras donates them all, then writes every one back
+    (`jax_state_sync`), a millisecond of a one-text call. Only the
+    non-trainable variables, which a predict step may update, are written back."""
+    import jax  # noqa: PLC0415
+
+    step = model.__dict__.get("_undonated_predict_step")
+    if step is None:
+        step = model.__dict__["_undonated_predict_step"] = jax.jit(model.predict_step)
+    non_trainable = model.non_trainable_variables
+    outputs, values = step(([v.value for v in model.trainable_variables], [v.value for v in non_trainable]), (x,))
+    for variable, value in zip(non_trainable, values):
+        variable.assign(value)
+    return keras.tree.map_structure(np.asarray, outputs)
 
 
 # Said after the message of a check that fails inside a compiled step. Only steps

@@ -339,7 +339,7 @@ class BaseModel(keras.Model):
                 return super().predict(prepared["x"], batch_size=prepared["batch_size"], verbose=verbose, **kwargs)
             progress_bar = verbose != 0 and len(data) > 1
             if not (kwargs.get("callbacks") or progress_bar):  # nothing to tell (a few texts, quietly): no list
-                outputs = [super(BaseModel, self).predict_on_batch(batch[0]) for batch in data]
+                outputs = [self._predict_batch(batch[0]) for batch in data]
             else:
                 outputs = self._predict_batches(data, keras.callbacks.CallbackList(
                     kwargs.get("callbacks"), add_progbar=progress_bar, verbose=verbose, epochs=1,
@@ -353,10 +353,14 @@ class BaseModel(keras.Model):
         outputs = []
         for index in range(len(data)):
             callbacks.on_predict_batch_begin(index)
-            outputs.append(super().predict_on_batch(data[index][0]))
+            outputs.append(self._predict_batch(data[index][0]))
             callbacks.on_predict_batch_end(index, {"outputs": outputs[-1]})
         callbacks.on_predict_end()
         return outputs
+
+    def _predict_batch(self, x):
+        # Keras' `predict_on_batch` on one of `predict`'s batches, leaner on JAX (`backend.predict_on_batch`).
+        return backend.predict_on_batch(self, x, super().predict_on_batch)
 
     def make_predict_function(self, force=False):
         """Keras' predict function, traced by every model over the same code:

@@ -216,6 +216,38 @@ def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights()
     assert all(leaves[0][1][0] != len(big) for leaves, _ in traces)
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's predict step without donated variables (kzoo.backend.jax)")
+def test_predict_on_jax_leaves_the_variables_in_place_and_follows_them():
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
+    texts = ["a good film", "bad plot", "the plot is very good", "film"]
+    model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
+                                preprocessor=kzoo.BertTokenizer(vocabulary))
+
+    def keras_own():  # Keras' predict_on_batch, the variables donated to the step and written back
+        model.jit_compile = False
+        try:
+            return model.predict(texts, verbose=0)
+        finally:
+            model.jit_compile = True
+
+    values = [v.value for v in model.trainable_variables]
+    first = model.predict(texts, verbose=0)
+    assert all(v.value is value for v, value in zip(model.trainable_variables, values))  # neither donated nor rewritten
+    np.testing.assert_allclose(first, keras_own(), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(model.predict([texts[0]], verbose=0), first[:1], atol=1e-6, rtol=0)
+
+    model.set_weights([w * 1.5 for w in model.get_weights()])
+    changed = model.predict(texts, verbose=0)
+    assert np.abs(changed - first).max() > 1e-3
+    np.testing.assert_allclose(changed, keras_own(), atol=1e-6, rtol=0)
+    model.backbone.enable_lora(2)  # new variables: the step traced again, LoRA's path included
+    lora_b = [v for v in model.backbone.weights if "lora_kernel_b" in v.path][0]
+    lora_b.assign(np.full(lora_b.shape, 30.0, "float32"))
+    with_lora = model.predict(texts, verbose=0)
+    assert np.abs(with_lora - changed).max() > 1e-5
+    np.testing.assert_allclose(with_lora, keras_own(), atol=1e-6, rtol=0)
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch's decoder-step traces (kzoo.backend.torch.TracedCalls)")
 def test_decoder_steps_traced_on_torch_translate_as_eager_and_follow_the_weights():
     import torch

@@ -53,6 +53,7 @@ def test_torch_fused_adam_kernel():
 def test_keras_jax_trainer_state():
     trainer = importlib.import_module("keras.src.backend.jax.trainer").JAXTrainer
     assert callable(getattr(trainer, "jax_state_sync", None))
+    assert list(inspect.signature(trainer.predict_step).parameters) == ["self", "state", "data"]
     variable = importlib.import_module("keras.src.backend.jax.core").Variable
     assert "_value" in variable.__init__.__code__.co_names or hasattr(variable, "_value")
 
