@@ -106,13 +106,20 @@ def decoder_steps(model, step):
 
 def write_cache(cache, update, index):
     """`cache` `(batch, slots, ...)` with `update` `(batch, n, ...)` written at
-    slots `index .. index + n - 1`: on torch in place (the tensor returned is
-    `cache`; Keras' `slice_update` copied the whole buffer every decoder step),
-    out of place where autograd records it; a new tensor elsewhere (`ops.slice_update`)."""
+    slots `index .. index + n - 1`: on torch inside `owned_caches` in place
+    (the tensor returned is `cache`; Keras' `slice_update` copied the whole
+    buffer every decoder step), else into a copy; a new tensor elsewhere (`ops.slice_update`)."""
     if keras.backend.backend() == "torch":
         return torch.write_cache(cache, update, index)
     start = [0, index] + [0] * (len(cache.shape) - 2)
     return keras.ops.slice_update(cache, start, keras.ops.cast(update, cache.dtype))
+
+
+def owned_caches():
+    """A context in which `write_cache` writes in place on torch: for a search
+    loop that owns its caches (`Transformer.generate`). Outside it, and on the
+    other backends, a write leaves the cache passed as it was, the same on all."""
+    return torch.owned_caches() if keras.backend.backend() == "torch" else contextlib.nullcontext()
 
 
 def cache_attention(query, key_cache, value_cache, mask, scale, length=None):

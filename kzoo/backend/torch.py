@@ -25,6 +25,7 @@ of its time in those copies.
 
 import collections
 import contextlib
+import contextvars
 import warnings
 
 import keras
@@ -169,14 +170,28 @@ class TracedCalls:
         return traced
 
 
+_OWNED_CACHES = contextvars.ContextVar("kzoo_owned_caches", default=False)
+
+
+@contextlib.contextmanager
+def owned_caches():
+    """See `kzoo.backend.owned_caches`."""
+    token = _OWNED_CACHES.set(True)
+    try:
+        yield
+    finally:
+        _OWNED_CACHES.reset(token)
+
+
 def write_cache(cache, update, index):
-    """`update` written into `cache` at `index` along axis 1, in place (the
-    tensor returned is `cache`); out of place where autograd records the write."""
+    """`update` written into `cache` at `index` along axis 1: in place inside
+    `owned_caches` (the tensor returned is `cache`), into a copy outside it or
+    where autograd records the write."""
     import torch  # noqa: PLC0415
 
     update = update.to(cache.dtype)
-    if torch.is_grad_enabled() and (cache.requires_grad or update.requires_grad):
-        cache = cache.clone()  # the previous step's tensor may be saved for the backward pass
+    if not _OWNED_CACHES.get() or (torch.is_grad_enabled() and (cache.requires_grad or update.requires_grad)):
+        cache = cache.clone()  # the caller's tensor stays as it was (autograd may have saved it)
     positions = torch.arange(update.shape[1], device=cache.device) + torch.as_tensor(index, device=cache.device)
     return cache.index_copy_(1, positions, update)
 

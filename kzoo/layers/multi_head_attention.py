@@ -175,8 +175,8 @@ class MultiHeadAttention(keras.layers.Layer):
             `(batch, max_length, num_heads, key_dim)` and
             `(batch, max_length, num_heads, value_dim)`, for incremental
             decoding. With `cache_update_index`, the projected key/value of
-            this call are written into the cache at that index (on torch in
-            place: the cache returned holds the tensors passed) and the query
+            this call are written into the cache at that index (a new cache;
+            the one passed is left as it was) and the query
             attends over the slots written so far, up to this call's last
             (mask the future ones among them with `attention_mask`; slots
             after it are never attended). Without it, the cache is used as is (the

@@ -16,6 +16,7 @@ from kzoo.backend import (
     decoder_steps,
     fixed_weights,
     inference_function,
+    owned_caches,
 )
 from kzoo.models.backbone import check_id_inputs, missing_token_ids
 from kzoo.models.input_checks import check_int
@@ -106,8 +107,7 @@ class TransformerGeneration:
         Returns:
             `(logits, cache)`: float32 `(batch, vocabulary_size)` and the cache
             with this step's self-attention keys and values written at `index`
-            (on torch in place: the same tensors as `cache`'s, as PyTorch's
-            static caches; keep no earlier cache to go back to).
+            (`cache` itself is left as it was).
 
         Example:
 
@@ -231,7 +231,7 @@ class TransformerGeneration:
         step = self.__dict__.get("_decoder_steps")
         if step is None:  # once per self (on torch, its traces); not a tracked attribute
             step = self.__dict__["_decoder_steps"] = decoder_steps(self, self.next_token_logits)
-        with fixed_weights(step):
+        with fixed_weights(step), owned_caches():  # its caches are its own: written in place on torch
             if beam_size == 1:
                 tokens = greedy_search(step, cache, start_ids, **search_arguments)
             else:
