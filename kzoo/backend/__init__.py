@@ -39,6 +39,9 @@ when one disappears (a silently unused override would only be slower).
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
 - `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.TracedCalls`
   runs small predict batches and the Transformer's decoder steps through it, eagerly if it fails or is gone.
+  A decoder step's trace relies on the tracer keeping a slice bound read from a tensor
+  (`cache[:, :index + 1]`) as a graph value, not the traced call's number, and recording
+  in-place writes to its inputs (`write_cache`) (torch 2.13.0).
 - TensorFlow's `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`,
   and `Function._omit_frequent_tracing_warning` (`without_retracing_warning`) (tensorflow 2.21.0).
 """
@@ -112,6 +115,67 @@ def decoder_steps(model, step):
     if keras.backend.backend() != "torch":
         return step
     return torch.TracedCalls(model, step)
+
+
+def write_cache(cache, update, index):
+    """`cache` `(batch, slots, ...)` with `update` `(batch, n, ...)` written at
+    slots `index .. index + n - 1`: on torch inside `owned_caches` in place
+    (the tensor returned is `cache`; Keras' `slice_update` copied the whole
+    buffer every decoder step), else into a copy; a new tensor elsewhere (`ops.slice_update`)."""
+    if keras.backend.backend() == "torch":
+        return torch.write_cache(cache, update, index)
+    start = [0, index] + [0] * (len(cache.shape) - 2)
+    return keras.ops.slice_update(cache, start, keras.ops.cast(update, cache.dtype))
+
+
+def owned_caches():
+    """A context in which `write_cache` writes in place on torch: for a search
+    loop that owns its caches (`Transformer.generate`). Outside it, and on the
+    other backends, a write leaves the cache passed as it was, the same on all."""
+    return torch.owned_caches() if keras.backend.backend() == "torch" else contextlib.nullcontext()
+
+
+def cache_attention(query, key_cache, value_cache, mask, scale, length=None):
+    """`ops.dot_product_attention(query, key_cache, value_cache, mask=mask,
+    scale=scale)` where `mask` (bool `(batch, heads, T, slots)`, broadcastable,
+    or None) leaves the slots from `length` on (int or scalar tensor; None:
+    none) unattended: on torch over the first `length` slots only, read where
+    they lie (`torch.cache_attention`; Keras copies the keys and values heads
+    first every call); elsewhere over all, masked (static shapes)."""
+    if keras.backend.backend() == "torch":
+        return torch.cache_attention(query, key_cache, value_cache, mask, scale, length)
+    return keras.ops.dot_product_attention(query, key_cache, value_cache, mask=mask, scale=scale)
+
+
+def attention_layout(cache):
+    """A key/value cache `(batch, slots, heads, dim)`, on torch stored heads
+    first (same shape and values: the layout its attention kernel reads twice
+    as fast, kept by `take_rows`, `cache_rows`, `write_cache`); as is elsewhere."""
+    return torch.attention_layout(cache) if keras.backend.backend() == "torch" else cache
+
+
+def take_rows(x, rows):
+    """`ops.take(x, rows, axis=0)`, on torch in `x`'s memory layout (`attention_layout`)."""
+    return torch.take_rows(x, rows) if keras.backend.backend() == "torch" else keras.ops.take(x, rows, axis=0)
+
+
+def cache_rows():
+    """A function `(cache, rows, length) -> tensor`: the rows `rows` (int
+    `(n,)`) of a key/value cache `(batch, slots, ...)` whose slots from `length`
+    on hold zeros, as `ops.take(cache, rows, axis=0)`. On torch only the first
+    `length` slots move, into caches it took before and that are free now
+    (`torch.CacheRows`: a beam step moved whole new buffers, then most of its
+    time); elsewhere all of them. One per search: each call frees `cache`."""
+    if keras.backend.backend() == "torch":
+        return torch.CacheRows()
+    return lambda cache, rows, length: keras.ops.take(cache, rows, axis=0)
+
+
+def fixed_weights(steps):
+    """A context in which `steps` (from `decoder_steps`) look the model's
+    variables up once, not at every call (on torch half a millisecond a step,
+    a tenth of a greedy one); nothing elsewhere."""
+    return steps.fixed_weights() if isinstance(steps, torch.TracedCalls) else contextlib.nullcontext()
 
 
 def variable_length_batches(data):

@@ -11,6 +11,7 @@ import math
 import keras
 from keras import ops
 
+from kzoo.backend import cache_attention, write_cache
 from kzoo.layers.dropout import Dropout
 from kzoo.layers.initializers import clone_initializer
 
@@ -174,9 +175,11 @@ class MultiHeadAttention(keras.layers.Layer):
             `(batch, max_length, num_heads, key_dim)` and
             `(batch, max_length, num_heads, value_dim)`, for incremental
             decoding. With `cache_update_index`, the projected key/value of
-            this call are written into the cache at that index and the query
-            attends over the whole cache (mask future slots with
-            `attention_mask`). Without it, the cache is used as is (the
+            this call are written into the cache at that index (a new cache;
+            the one passed is left as it was) and the query
+            attends over the slots written so far, up to this call's last
+            (mask the future ones among them with `attention_mask`; slots
+            after it are never attended). Without it, the cache is used as is (the
             encoder's keys/values in cross-attention; see
             `compute_key_value`). Defaults to `None`.
         cache_update_index: int or scalar tensor. The position of this call's
@@ -300,41 +303,49 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         value = query if value is None else value
         q = self.query_dense(query)  # (B, T, h, d_k)
+        written = None  # with a cache written here: the slots written so far
         if cache is None:  # as `compute_key_value`
             k, v = self.key_dense(value if key is None else key), self.value_dense(value)  # (B, S, h, d_k|d_v)
         elif cache_update_index is None:
             k, v = cache
         else:
             k_step, v_step = self.compute_key_value(value, key)
-            start = [0, cache_update_index, 0, 0]
-            k = ops.slice_update(cache[0], start, ops.cast(k_step, cache[0].dtype))
-            v = ops.slice_update(cache[1], start, ops.cast(v_step, cache[1].dtype))
+            k, v = (write_cache(c, step, cache_update_index) for c, step in zip(cache, (k_step, v_step)))
             cache = (k, v)
+            written = cache_update_index + ops.shape(query)[1]  # slots from here on hold nothing yet
 
-        mask = self._attention_mask_for_heads(attention_mask)
+        mask = self._attention_mask_for_heads(
+            attention_mask, None if written is None else ops.arange(ops.shape(k)[1]) < written
+        )
+        scale = 1.0 / math.sqrt(self.key_dim)
         if return_attention_scores or (training and self.dropout > 0) or self.key_dim != self.value_dim:
             context, scores = self._explicit_attention(q, k, v, mask, training)
+        elif cache is not None:  # on torch read where it lies, the written slots only
+            context = cache_attention(q, k, v, mask, scale, written)
         else:  # the fused kernel (flash attention where the hardware has it)
-            context = ops.dot_product_attention(q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim))
+            context = ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
         output = self.output_dense(context)  # (B, T, d_model)
         if not return_attention_scores and cache is None:
             return output
         results = (output, scores) if return_attention_scores else (output,)
         return results if cache is None else (*results, cache)
 
-    def _attention_mask_for_heads(self, attention_mask):
-        """(B, T, S)-broadcastable mask -> (B, 1, T, S) with no all-False row."""
-        if attention_mask is None:
-            return None
-        mask = ops.cast(attention_mask, "bool")
-        if len(mask.shape) == 2:  # (B, S) padding mask
+    def _attention_mask_for_heads(self, attention_mask, written=None):
+        """(B, T, S)-broadcastable mask -> (B, 1, T, S) with no all-False row;
+        `written`, bool (S,), the cache slots that may be attended at all."""
+        mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
+        if mask is not None and len(mask.shape) == 2:  # (B, S) padding mask
             mask = ops.expand_dims(mask, 1)
+        if written is not None:
+            mask = written[None, None, :] if mask is None else ops.logical_and(mask, written)
+        if mask is None:
+            return None
         mask = ops.expand_dims(mask, 1)  # add the heads axis
         # A row with nothing to attend to would be softmax over -inf (NaN).
-        # Let such rows see every key instead; their outputs are ignored
-        # downstream anyway (they are padding).
+        # Let such rows see every (written) key instead; their outputs are
+        # ignored downstream anyway (they are padding).
         empty_row = ops.logical_not(ops.any(mask, axis=-1, keepdims=True))
-        return ops.logical_or(mask, empty_row)
+        return ops.logical_or(mask, empty_row if written is None else ops.logical_and(empty_row, written))
 
     def _explicit_attention(self, q, k, v, mask, training):
         # (B, h, T, S) = Q K^T / sqrt(d_k); eq. 1

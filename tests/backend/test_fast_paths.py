@@ -276,3 +276,112 @@ def test_decoder_steps_traced_on_torch_translate_as_eager_and_follow_the_weights
     after = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3))
     assert not np.array_equal(after, before)
     np.testing.assert_array_equal(after, eager(3))
+
+
+def test_decoder_steps_traced_on_torch_give_the_eager_logits_and_caches():
+    """The traced step (its cache written in place) against Keras' layers step
+    by step: the same logits within 1e-5 and the same caches."""
+    if BACKEND != "torch":
+        pytest.skip("torch's decoder-step traces (kzoo.backend.torch.TracedCalls)")
+    from kzoo.backend import decoder_steps
+
+    model = kzoo.Transformer(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                             max_sequence_length=32, dropout=0.0)
+    sources = np.random.default_rng(4).integers(4, 40, (3, 6)).astype("int32")
+    traced = decoder_steps(model, model.next_token_logits)
+    for _ in range(2):  # seen once, then traced
+        traced(keras.ops.full((3,), 2, "int32"), model.initial_cache(sources, 8), keras.ops.convert_to_tensor(0))
+    caches = {"eager": model.initial_cache(sources, 8), "traced": model.initial_cache(sources, 8)}
+    tokens = np.random.default_rng(5).integers(4, 40, (8, 3)).astype("int32")
+    for index in range(8):
+        step = {}
+        for name, function in (("eager", model.next_token_logits), ("traced", traced)):
+            logits, caches[name] = function(tokens[index], caches[name], keras.ops.convert_to_tensor(index))
+            step[name] = keras.ops.convert_to_numpy(logits)
+        assert np.abs(step["eager"]).max() > 0.1
+        np.testing.assert_allclose(step["traced"], step["eager"], atol=1e-5, rtol=0)
+    for key, value in caches["eager"].items():
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(caches["traced"][key]),
+                                   keras.ops.convert_to_numpy(value), atol=1e-5, rtol=0)
+
+
+def test_cache_writes_and_attention_give_keras_results():
+    """`write_cache` and `cache_attention` (on torch in place, over the written
+    slots, heads first in memory) against `ops.slice_update` and
+    `ops.dot_product_attention` over the written slots."""
+    from kzoo.backend import attention_layout, cache_attention, owned_caches, write_cache
+
+    rng = np.random.default_rng(0)
+    keys, values = (rng.normal(size=(2, 5, 2, 4)).astype("float32") for _ in range(2))
+    update, query = (rng.normal(size=(2, 1, 2, 4)).astype("float32") for _ in range(2))
+    cache = attention_layout(keras.ops.convert_to_tensor(keys))
+    outside = write_cache(cache, keras.ops.convert_to_tensor(update), 2)  # a caller's cache: left as it was
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(cache), keys)
+    with owned_caches():  # a search's own caches: in place on torch
+        written = write_cache(cache, keras.ops.convert_to_tensor(update), keras.ops.convert_to_tensor(2))
+    expected = keys.copy()
+    expected[:, 2:3] = update
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(outside), expected)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(written), expected)
+    if BACKEND == "torch":
+        import torch
+
+        assert written is cache and written.transpose(1, 2).is_contiguous()  # in place, heads first
+        assert outside is not cache and outside.transpose(1, 2).is_contiguous()
+        recorded = torch.tensor(update, requires_grad=True)
+        with owned_caches():
+            again = write_cache(written, recorded * 2.0, 3)
+        assert again is not written and np.array_equal(written.detach().numpy(), expected)  # autograd: a copy
+        assert again.requires_grad
+    mask = keras.ops.convert_to_tensor(np.arange(5) < 3)[None, None, None, :]
+    value_cache = attention_layout(keras.ops.convert_to_tensor(values))
+    for length in (3, keras.ops.convert_to_tensor(3)):
+        got = cache_attention(keras.ops.convert_to_tensor(query), written, value_cache, mask, 0.5, length)
+        want = keras.ops.dot_product_attention(query, expected[:, :3], values[:, :3], scale=0.5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want),
+                                   atol=1e-6, rtol=0)
+
+
+def test_cache_rows_take_the_written_slots_into_freed_buffers():
+    """`cache_rows` gives `ops.take`'s rows (slots after `length` are zeros);
+    on torch it refills the caches it freed, in their layout; `take_rows` is
+    `ops.take` in the input's layout."""
+    from kzoo.backend import attention_layout, cache_rows, take_rows
+
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(3, 6, 2, 4)).astype("float32")
+    values[:, 2:] = 0.0
+    rows = np.array([2, 0, 0], "int32")
+    cache = attention_layout(keras.ops.convert_to_tensor(values))
+    take = cache_rows()
+    first = take(cache, keras.ops.convert_to_tensor(rows), 2)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(first), values[rows])
+    second = take(first, keras.ops.convert_to_tensor(rows), 3)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(second), values[rows][rows])
+    tiled = take_rows(attention_layout(keras.ops.convert_to_tensor(values)), keras.ops.convert_to_tensor([1, 1, 2]))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(tiled), values[[1, 1, 2]])
+    if BACKEND == "torch":
+        assert second is cache  # the buffer the first call freed
+        assert all(t.transpose(1, 2).is_contiguous() for t in (first, second, tiled))
+
+
+@pytest.mark.parametrize("head_dims", [{}, {"key_dim": 4, "value_dim": 6}], ids=["fused", "explicit"])
+def test_generate_moving_written_slots_only_keeps_the_beams(head_dims):
+    """`generate`'s beam search moves only the self-attention slots written so
+    far and keeps the encoder's keys and values: the tokens of `beam_search`
+    moving every cache tensor, on the fused and the explicit attention path."""
+    from kzoo.models.transformer.beam_search import beam_search
+
+    model = kzoo.Transformer(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                             max_sequence_length=32, dropout=0.0, **head_dims)
+    rng = np.random.default_rng(5)
+    for variable in model.weights:
+        if "norm" not in variable.path:  # unit LayerNorms: random ones make every step's token the same
+            variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    sources = np.random.default_rng(4).integers(4, 40, (3, 6)).astype("int32")
+    tokens = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3, max_length=12))
+    assert len(np.unique(tokens)) >= 3 and len(np.unique(tokens[0])) >= 2
+    cache = model.initial_cache(sources, 12)
+    everything = beam_search(model.next_token_logits, cache, keras.ops.full((3,), 2, "int32"), end_id=3,
+                             max_length=12, beam_size=3, length_penalty=0.6)
+    np.testing.assert_array_equal(tokens, keras.ops.convert_to_numpy(everything))

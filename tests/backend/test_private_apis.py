@@ -127,3 +127,23 @@ def test_torch_jit_trace():
     import torch
 
     assert callable(getattr(getattr(torch, "jit", None), "trace", None))
+
+
+@on("torch")
+def test_torch_jit_trace_keeps_a_tensor_slice_bound_and_in_place_writes():
+    # The Transformer's decoder-step traces read the cache up to a step's index
+    # (`x[:, :n]`, n a tensor) and write the step in place (kzoo.backend.torch).
+    import warnings
+
+    import torch
+
+    def step(cache, update, index):
+        cache.index_copy_(1, index.reshape(1), update)
+        return cache[:, : index + 1].sum(1)
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(step, (torch.zeros(1, 4), torch.ones(1, 1), torch.tensor(0)), check_trace=False)
+    cache = torch.zeros(1, 4)
+    sums = [float(traced(cache, torch.full((1, 1), i + 1.0), torch.tensor(i))) for i in range(4)]
+    assert sums == [1.0, 3.0, 6.0, 10.0]

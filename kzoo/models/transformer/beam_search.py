@@ -22,6 +22,8 @@ compiles (`jax.jit`, `tf.function(jit_compile=True)`) and runs eagerly on torch.
 import keras
 from keras import ops
 
+from kzoo.backend import take_rows
+
 NEG_INF = float("-inf")
 
 
@@ -127,6 +129,7 @@ def beam_search(
     beam_size=4,
     length_penalty=0.6,
     length_limits=None,
+    reorder_cache=None,
 ):
     """Beam search with GNMT's length penalty (sec. 6.1; Wu et al. 2016).
 
@@ -152,7 +155,7 @@ def beam_search(
 
     The cache is tiled to `batch * beam_size` rows (row `b`'s copies are rows
     `b * beam_size ... b * beam_size + beam_size - 1`) and reordered by parent
-    beam with `ops.take` at every step.
+    beam at every step (`reorder_cache`).
 
     Args:
         next_logits: `(token_ids, cache, index) -> (logits, new_cache)`, see
@@ -166,6 +169,12 @@ def beam_search(
         length_penalty: GNMT's α >= 0 (the paper: 0.6; 0 ranks by log-probability).
         length_limits: optional `(batch,)` int, each row's maximum number of
             output tokens; values are clipped to `[1, max_length]`.
+        reorder_cache: `(cache, rows, index) -> cache`, the cache's rows in
+            the order `rows` (flat `(batch * beam_size,)` indices) after step
+            `index`. Defaults to `None`: every tensor's rows taken
+            (`kzoo.backend.take_rows`, `ops.take`). A model can
+            move less: `kzoo.Transformer` keeps the encoder's keys and values
+            (alike in every beam of a row) and moves the slots written so far.
 
     Returns:
         int32 `(batch, max_length)`: each row's best hypothesis after the
@@ -192,6 +201,9 @@ def beam_search(
     """
     start_ids, limits = _check_arguments(
         cache, start_ids, end_id, max_length, beam_size, length_penalty, length_limits
+    )
+    reorder_cache = reorder_cache or (
+        lambda cache, rows, index: keras.tree.map_structure(lambda x: take_rows(x, rows), cache)
     )
     positions = ops.arange(max_length, dtype="int32")
     best_possible_penalty = gnmt_length_penalty(limits, length_penalty)  # (batch,)
@@ -243,19 +255,18 @@ def beam_search(
             key: ops.where(ops.reshape(state["done"], (-1,) + (1,) * (len(value.shape) - 1)), state[key], value)
             for key, value in new.items()
         }
-        new["cache"] = keras.tree.map_structure(
-            lambda x: ops.take(x, _flat_rows(alive["parents"]), axis=0), cache
-        )
+        new["cache"] = reorder_cache(cache, _flat_rows(alive["parents"]), index)
         new["done"] = state["done"] | (index + 1 >= limits) | _cannot_improve(new, best_possible_penalty)
         return index + 1, new
 
     batch_size = ops.shape(start_ids)[0]
+    copies = ops.repeat(ops.arange(batch_size, dtype="int32"), beam_size)  # row b, beam_size times
     first_beam = ops.arange(beam_size) == 0
     state = {
         "alive_tokens": ops.repeat(start_ids[:, None], beam_size, axis=1),
         "alive_sequences": ops.full((batch_size, beam_size, max_length), padding_id, "int32"),
         "alive_log_probs": ops.tile(ops.where(first_beam, 0.0, NEG_INF)[None], (batch_size, 1)),
-        "cache": keras.tree.map_structure(lambda x: ops.repeat(x, beam_size, axis=0), cache),
+        "cache": keras.tree.map_structure(lambda x: take_rows(x, copies), cache),
         "finished_sequences": ops.full((batch_size, beam_size, max_length), padding_id, "int32"),
         "finished_scores": ops.full((batch_size, beam_size), NEG_INF, "float32"),
         "finished_flags": ops.zeros((batch_size, beam_size), "bool"),

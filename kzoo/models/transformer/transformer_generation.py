@@ -8,7 +8,16 @@ with key/value caches, and greedy or beam search over it.
 
 from keras import ops
 
-from kzoo.backend import check_positions_fit, checked_upstream, decoder_steps, inference_function
+from kzoo.backend import (
+    attention_layout,
+    cache_rows,
+    check_positions_fit,
+    checked_upstream,
+    decoder_steps,
+    fixed_weights,
+    inference_function,
+    owned_caches,
+)
 from kzoo.models.backbone import check_id_inputs, missing_token_ids
 from kzoo.models.input_checks import check_int
 from kzoo.models.transformer.beam_search import beam_search, greedy_search
@@ -48,7 +57,8 @@ class TransformerGeneration:
             keys and values `cross_key_{i}` / `cross_value_{i}`
             `(batch, source_length, h, d_k | d_v)`, computed once, and the
             self-attention caches `self_key_{i}` / `self_value_{i}`
-            `(batch, max_length, h, d_k | d_v)`, zeros.
+            `(batch, max_length, h, d_k | d_v)`, zeros. On torch the keys and
+            values are stored heads first (`kzoo.backend.attention_layout`).
 
         Example:
 
@@ -71,13 +81,13 @@ class TransformerGeneration:
         }
         for i, layer in enumerate(self.decoder_layers):
             attention = layer.self_attention
-            cache[f"cross_key_{i}"], cache[f"cross_value_{i}"] = (
-                layer.cross_attention.compute_key_value(memory)
+            cache[f"cross_key_{i}"], cache[f"cross_value_{i}"] = map(
+                attention_layout, layer.cross_attention.compute_key_value(memory)
             )
             for part, head_dim in (("key", attention.key_dim), ("value", attention.value_dim)):
-                cache[f"self_{part}_{i}"] = ops.zeros(
+                cache[f"self_{part}_{i}"] = attention_layout(ops.zeros(
                     (batch_size, max_length, attention.num_heads, head_dim), self.compute_dtype
-                )
+                ))
         return cache
 
 
@@ -96,7 +106,8 @@ class TransformerGeneration:
 
         Returns:
             `(logits, cache)`: float32 `(batch, vocabulary_size)` and the cache
-            with this step's self-attention keys and values written at `index`.
+            with this step's self-attention keys and values written at `index`
+            (`cache` itself is left as it was).
 
         Example:
 
@@ -220,13 +231,15 @@ class TransformerGeneration:
         step = self.__dict__.get("_decoder_steps")
         if step is None:  # once per self (on torch, its traces); not a tracked attribute
             step = self.__dict__["_decoder_steps"] = decoder_steps(self, self.next_token_logits)
-        if beam_size == 1:
-            tokens = greedy_search(step, cache, start_ids, **search_arguments)
-        else:
-            tokens = beam_search(
-                step, cache, start_ids,
-                beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
-            )
+        with fixed_weights(step), owned_caches():  # its caches are its own: written in place on torch
+            if beam_size == 1:
+                tokens = greedy_search(step, cache, start_ids, **search_arguments)
+            else:
+                tokens = beam_search(
+                    step, cache, start_ids,
+                    beam_size=beam_size, length_penalty=length_penalty, **search_arguments,
+                    reorder_cache=self._cache_reorder(),
+                )
         # An empty source (e.g. a blank line of a test set) translates to the empty
         # sentence, so outputs stay aligned with inputs: the model never saw one in training.
         real = ops.logical_and(
@@ -236,6 +249,21 @@ class TransformerGeneration:
         first = ops.equal(ops.arange(ops.shape(tokens)[1]), 0)[None, :]  # (1, max_length)
         nothing = ops.where(first, self.end_id, self.padding_id)
         return ops.where(empty, ops.cast(nothing, "int32"), tokens)
+
+    def _cache_reorder(self):
+        """`beam_search`'s `reorder_cache` for `initial_cache`'s caches: the
+        encoder's keys and values stay (alike in every beam of a row), of the
+        self-attention caches only the slots written so far move (on torch;
+        `kzoo.backend.cache_rows`, one per search)."""
+        take_rows = cache_rows()
+
+        def reorder(cache, rows, index):
+            return {
+                key: take_rows(value, rows, index + 1) if key.startswith("self_") else value
+                for key, value in cache.items()
+            }
+
+        return reorder
 
     def attention_maps(self, encoder_token_ids, decoder_token_ids):
         """The attention weights of every layer and head (sec. 3.2.3, Figures 3-5).
