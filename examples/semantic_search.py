@@ -26,7 +26,8 @@
      scale 20: each summary against every document of its batch) with
      `compile()`'s defaults (BERT's fine-tuning AdamW, peak learning rate 2e-5,
      10% warm-up, linear decay).
-3. Retrieves, then reranks: fine-tunes a `kzoo.BertReranker` (a cross-encoder
+3. With `--rerank-epochs 2`, retrieves, then reranks (off by default: it
+   does not help yet, see below): fine-tunes a `kzoo.BertReranker` (a cross-encoder
    from the same preset, sequence length 64) on labelled pairs, each training
    query with its own document (label 1, weighted 2: binary cross-entropy's
    `pos_weight` 2), the 2 documents the released embedder ranks first after it
@@ -41,7 +42,7 @@
    its order fused with the embedder's by reciprocal ranks (the sum of
    1 / (60 + rank); Cormack, Clarke & Buettcher 2009). The reranker is saved
    beside the embedder (`--output` + `_reranker`): `kzoo search EMBEDDER
-   --rerank RERANKER` uses both. `--no-rerank` skips this step.
+   --rerank RERANKER` uses both.
 4. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
@@ -53,12 +54,12 @@
    vector, scaled back to unit length: `encode(..., truncate_dim=d)`).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
-maximum; the reranker's 2 epochs of 4,208 pairs) took 56 minutes with
-PyTorch on 2 cores shared with other work (load 1.2 to 6, median 4.6; 48
-minutes of CPU time): 9 fine-tuning the embedder, 41 the reranker, 2.5
+maximum) with `--rerank-epochs 2` (2 epochs of 4,208 pairs) took 56 minutes
+with PyTorch on 2 cores shared with other work (load 1.2 to 6, median 4.6;
+48 minutes of CPU time): 9 fine-tuning the embedder, 41 the reranker, 2.5
 mining its negatives and 2.3 reranking (README, "Sentence embeddings and
 semantic search": after 2 epochs the reranker still ranks below the
-embedder, alone and fused). `--smoke` runs every step above
+embedder, alone and fused, so the stage is off unless asked for). `--smoke` runs every step above
 on the small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2
 when that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
@@ -118,10 +119,9 @@ def parse_args():
     parser.add_argument("--matryoshka-dims", type=widths, default=None, metavar="D,D,...",
                         help="also fine-tune the released model with kzoo.MatryoshkaLoss at these widths "
                              "(e.g. 384,256,128,64) and report recall@10 and MRR@10 at each width")
-    parser.add_argument("--rerank-epochs", type=int, default=2,
-                        help="epochs of the reranker's fine-tuning (0: no reranking stage)")
-    parser.add_argument("--no-rerank", dest="rerank_epochs", action="store_const", const=0,
-                        help="no reranking stage (as --rerank-epochs 0)")
+    parser.add_argument("--rerank-epochs", type=int, default=0,
+                        help="epochs of a reranker's fine-tuning, then its second stage (0, the default: none; "
+                             "2 is the embeddings guide's recipe, about 40 minutes of CPU, and does not help yet)")
     parser.add_argument("--rerank-top-k", type=int, default=50,
                         help="the fine-tuned embedder's results that the reranker reorders, per query")
     parser.add_argument("--rerank-sequence-length", type=int, default=64, help="tokens of a (query, document) pair")

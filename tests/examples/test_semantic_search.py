@@ -65,6 +65,8 @@ def test_bad_rerank_arguments_stop_before_any_work(arguments, message, monkeypat
 
 
 @pytest.mark.backend_independent
-def test_no_rerank_is_zero_epochs(monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["semantic_search.py", "--no-rerank"])
-    assert semantic_search.parse_args().rerank_epochs == 0
+def test_the_reranking_stage_is_asked_for(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["semantic_search.py"])
+    assert semantic_search.parse_args().rerank_epochs == 0  # off by default: it does not help yet
+    monkeypatch.setattr(sys, "argv", ["semantic_search.py", "--rerank-epochs", "2"])
+    assert semantic_search.parse_args().rerank_epochs == 2
