@@ -26,10 +26,27 @@
      scale 20: each summary against every document of its batch) with
      `compile()`'s defaults (BERT's fine-tuning AdamW, peak learning rate 2e-5,
      10% warm-up, linear decay).
-3. Saves the fine-tuned embedder as a preset directory, reloads it, checks
+3. With `--rerank-epochs 2`, retrieves, then reranks (off by default: it
+   does not help yet, see below): fine-tunes a `kzoo.BertReranker` (a cross-encoder
+   from the same preset, sequence length 64) on labelled pairs, each training
+   query with its own document (label 1, weighted 2: binary cross-entropy's
+   `pos_weight` 2), the 2 documents the released embedder ranks first after it
+   (`kzoo.mine_hard_negatives`) and 1 drawn at random (label 0): 4 pairs per
+   query, 2 epochs in batches of 16, peak learning rate 5e-5 (BERT's
+   fine-tuning AdamW): "recipe R" of the embeddings guide. The negatives are
+   the released embedder's, not the fine-tuned one's: the recipe was measured
+   with them, and the fine-tuned embedder has trained on these very pairs, so
+   its near misses on them are not the ones it makes on new queries. Then
+   `rerank` reorders each held-out query's first 50 documents by the
+   fine-tuned embedder, and reports two more rows: the reranker's order, and
+   its order fused with the embedder's by reciprocal ranks (the sum of
+   1 / (60 + rank); Cormack, Clarke & Buettcher 2009). The reranker is saved
+   beside the embedder (`--output` + `_reranker`): `kzoo search EMBEDDER
+   --rerank RERANKER` uses both.
+4. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
-4. With `--matryoshka-dims 384,256,128,64`: fine-tunes the released model
+5. With `--matryoshka-dims 384,256,128,64`: fine-tunes the released model
    again, alike but with `kzoo.MatryoshkaLoss` around the same loss (each
    width's first dimensions trained to work alone; Kusupati et al. 2022),
    and reports recall@10 and MRR@10 at each width for the released, the
@@ -37,16 +54,20 @@
    vector, scaled back to unit length: `encode(..., truncate_dim=d)`).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
-maximum) took 16 minutes on 2 CPU cores shared with other work (load 3.5 to
-7; 6 minutes of CPU time), 14 of them fine-tuning (README, "Sentence
-embeddings and semantic search"). `--smoke` runs every step above on the
-small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2 when
-that has not run: three times the CPU time), with 24 training and 12
+maximum) with `--rerank-epochs 2` (2 epochs of 4,208 pairs) took 56 minutes
+with PyTorch on 2 cores shared with other work (load 1.2 to 6, median 4.6;
+48 minutes of CPU time): 9 fine-tuning the embedder, 41 the reranker, 2.5
+mining its negatives and 2.3 reranking (README, "Sentence embeddings and
+semantic search": after 2 epochs the reranker still ranks below the
+embedder, alone and fused, so the stage is off unless asked for). `--smoke` runs every step above
+on the small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2
+when that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
 24 texts encoded, then the 16 re-encoded after reloading, make full batches
-of 8: one compiled shape per step function; the Matryoshka stage at widths
-32, 16 and 8), in about 20 seconds, and saves
-under the system temp dir (see example_runs.py).
+of 8: one compiled shape per step function; the reranker's 96 pairs, 1
+epoch, and its 12 x 12 scored, full batches of 16; the Matryoshka stage at
+widths 32, 16 and 8), in about 20 seconds, and saves under the system temp
+dir (see example_runs.py).
 """
 
 import os
@@ -73,6 +94,14 @@ from offline_corpora import docstring_search_task
 SHOWN_QUERIES = 4
 DEFAULT_PRESET = "all_minilm_l6_v2"
 SMOKE_HELD_OUT = 12  # 2 x 12 texts encoded, 12 + SHOWN_QUERIES re-encoded: full batches of 8
+# The reranker's recipe (docs/guides/embeddings.md, "Retrieve, then rerank"): binary cross-entropy on
+# labelled (query, document) pairs in batches of 16 (also when scoring: smoke runs make full batches of
+# 24 x 4 pairs and 12 x 12), each query's own document weighted 2 (BCE's pos_weight 2).
+RERANK_BATCH_SIZE = 16
+RERANK_LEARNING_RATE = 5e-5
+HARD_NEGATIVES = 2
+POSITIVE_WEIGHT = 2.0
+FUSION_K = 60  # reciprocal-rank fusion's constant (Cormack, Clarke & Buettcher 2009)
 
 
 def parse_args():
@@ -90,11 +119,20 @@ def parse_args():
     parser.add_argument("--matryoshka-dims", type=widths, default=None, metavar="D,D,...",
                         help="also fine-tune the released model with kzoo.MatryoshkaLoss at these widths "
                              "(e.g. 384,256,128,64) and report recall@10 and MRR@10 at each width")
+    parser.add_argument("--rerank-epochs", type=int, default=0,
+                        help="epochs of a reranker's fine-tuning, then its second stage (0, the default: none; "
+                             "2 is the embeddings guide's recipe, about 40 minutes of CPU, and does not help yet)")
+    parser.add_argument("--rerank-top-k", type=int, default=50,
+                        help="the fine-tuned embedder's results that the reranker reorders, per query")
+    parser.add_argument("--rerank-sequence-length", type=int, default=64, help="tokens of a (query, document) pair")
     args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
         "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
-        "matryoshka_dims": [32, 16, 8],
+        "matryoshka_dims": [32, 16, 8], "rerank_epochs": 1, "rerank_sequence_length": 16,
     })
+    if args.rerank_epochs < 0 or args.rerank_top_k < 10:
+        parser.error(f"--rerank-epochs must be 0 or more and --rerank-top-k at least 10 (the metrics read the "
+                     f"first 10); got {args.rerank_epochs} and {args.rerank_top_k}")
     if args.preset is None:  # a smoke run's: tracing and compiling a 2-layer BERT, not 6 layers of 384
         args.preset = smoke_directory("bert_python_docs")
         if not os.path.isdir(args.preset):
@@ -166,8 +204,68 @@ def matryoshka_comparison(args, embedder, steps, train, held_out, top_k):
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
 
 
+def reranker_pairs(embedder, queries, documents, batch_size, seed):
+    """Labelled pairs `((queries, documents), labels)` to fine-tune a reranker on: each query with
+    its own document (1), the `HARD_NEGATIVES` documents `embedder` ranks first after it
+    (`kzoo.mine_hard_negatives`) and one drawn at random (0)."""
+    anchors, _, negatives = kzoo.mine_hard_negatives(embedder, queries, documents, num_negatives=HARD_NEGATIVES,
+                                                     batch_size=batch_size)
+    drawn = np.random.default_rng(seed).integers(len(documents) - 1, size=len(documents))
+    drawn += drawn >= np.arange(len(documents))  # any document but the query's own
+    pair_queries = queries + anchors + queries
+    pair_documents = documents + negatives + [documents[j] for j in drawn]
+    labels = np.array([1.0] * len(queries) + [0.0] * (len(anchors) + len(queries)), "float32")
+    return (pair_queries, pair_documents), labels
+
+
+def reciprocal_rank_fusion(rankings, k=FUSION_K):
+    """Rows `(q, c)` of document indices ordered by the sum over `rankings` (arrays `(q, c)`,
+    each row an order of the same c documents, best first) of 1 / (k + rank), rank 1 the best:
+    Cormack, Clarke & Buettcher 2009, "Reciprocal Rank Fusion outperforms Condorcet and
+    individual Rank Learning Methods". Equal sums keep the first ranking's order."""
+    fused = []
+    for rows in zip(*rankings):
+        scores = dict.fromkeys(rows[0].tolist(), 0.0)
+        for row in rows:
+            for rank, j in enumerate(row.tolist(), 1):
+                scores[j] += 1.0 / (k + rank)
+        fused.append(sorted(scores, key=scores.get, reverse=True))  # stable: ties keep insertion order
+    return np.array(fused, "int64")
+
+
+def rerank_stage(args, pairs, queries, documents, candidates, top_k):
+    """Fine-tunes a `kzoo.BertReranker` from `args.preset` on the labelled `pairs`, reorders each
+    query's `candidates` (the embedder's results, best first) with it, fuses the two orders, and
+    returns the metrics of both orders; saves the reranker beside `args.output`."""
+    (pair_queries, pair_documents), labels = pairs
+    reranker = kzoo.BertReranker.from_preset(args.preset, sequence_length=args.rerank_sequence_length)
+    steps = args.rerank_epochs * -(-len(labels) // RERANK_BATCH_SIZE)
+    reranker.compile(optimizer=kzoo.bert_finetuning_optimizer(steps, learning_rate=RERANK_LEARNING_RATE))
+    print(f"\nfine-tuning a reranker from {args.preset}: {args.rerank_epochs} epoch(s) of {len(labels)} pairs "
+          f"(each query with its own document, weighted {POSITIVE_WEIGHT:g}, its {HARD_NEGATIVES} hardest negatives "
+          f"by the released embedder and a random one), batch {RERANK_BATCH_SIZE}, sequence length "
+          f"{args.rerank_sequence_length}, peak learning rate {RERANK_LEARNING_RATE:g}, {steps} steps", flush=True)
+    clock = time.perf_counter()
+    keras.utils.set_random_seed(args.seed)
+    reranker.fit((pair_queries, pair_documents), labels, sample_weight=np.where(labels > 0, POSITIVE_WEIGHT, 1.0),
+                 batch_size=RERANK_BATCH_SIZE, epochs=args.rerank_epochs, **fit_progress())
+    print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
+    output = os.path.normpath(args.output) + "_reranker"
+    reranker.save_to_preset(output)
+    print(f"saved to the preset directory {output}/", flush=True)
+    clock = time.perf_counter()
+    reranked = reranker.rerank(queries, documents, candidates, batch_size=RERANK_BATCH_SIZE)[1]
+    seconds = time.perf_counter() - clock
+    results = {"fine-tuned + reranker": retrieval_metrics(reranked, top_k),
+               "fine-tuned + reranker, fused": retrieval_metrics(reciprocal_rank_fusion([candidates, reranked]), top_k)}
+    print(f"reranked the fine-tuned embedder's first {candidates.shape[1]} of each query:")
+    for name, metrics in results.items():
+        print_results(name, metrics, seconds)
+    return results
+
+
 def print_results(name, metrics, seconds):
-    print(f"  {name + ':':12}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
+    print(f"  {name + ':':30}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
           + f"  ({seconds:.0f} s)", flush=True)
 
 
@@ -221,6 +319,11 @@ def main():
     indices, _ = embedding_search(embedder, queries, documents, args.batch_size, top_k)
     results["released"] = retrieval_metrics(indices, top_k)
     print_results("released", results["released"], time.perf_counter() - clock)
+    if args.rerank_epochs:  # the released embedder's hard negatives: recipe R's (see the docstring)
+        clock = time.perf_counter()
+        pairs = reranker_pairs(embedder, train_queries, train_documents, args.batch_size, args.seed)
+        print(f"mined the reranker's {len(pairs[1])} training pairs with the released embedder "
+              f"({time.perf_counter() - clock:.0f} s)", flush=True)
 
     print(f"\nfine-tuning: {args.epochs} epoch(s) of {len(train_queries)} pairs, batch {args.batch_size} "
           f"(in-batch negatives), peak learning rate {args.learning_rate:g}, {steps} steps", flush=True)
@@ -228,13 +331,16 @@ def main():
     embedder.fit((train_queries, train_documents), epochs=args.epochs, batch_size=args.batch_size, **fit_progress())
     print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
     clock = time.perf_counter()
-    indices, corpus = embedding_search(embedder, queries, documents, args.batch_size, top_k)
+    candidates = min(max(top_k, args.rerank_top_k), len(documents))  # the reranker's, when there is one
+    indices, corpus = embedding_search(embedder, queries, documents, args.batch_size, candidates)
     results["fine-tuned"] = retrieval_metrics(indices, top_k)
     print_results("fine-tuned", results["fine-tuned"], time.perf_counter() - clock)
+    if args.rerank_epochs:
+        results.update(rerank_stage(args, pairs, queries, documents, indices, top_k))
 
     print(f"\nheld-out retrieval ({len(queries)} queries among {len(documents)} documents):")
     print(f"| search | {' | '.join(results['lexical'])} |\n|---|---|---|---|---|")
-    for name in ("released", "fine-tuned", "lexical"):
+    for name in [name for name in results if name != "lexical"] + ["lexical"]:
         print(f"| {name} | {' | '.join(f'{value:.3f}' for value in results[name].values())} |")
     save_reload_and_show(embedder, args.output, queries, documents, corpus, args.batch_size)
     if args.matryoshka_dims:
