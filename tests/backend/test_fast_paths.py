@@ -24,6 +24,14 @@ def masked_lm_batch():
     return features, labels
 
 
+def text_classifier():
+    """A tiny classifier of raw text, and four texts for it."""
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
+    model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
+                                preprocessor=kzoo.BertTokenizer(vocabulary))
+    return model, ["a good film", "bad plot", "the plot is very good", "film"]
+
+
 @pytest.fixture(autouse=True)
 def _kzoo_default_compile(monkeypatch):
     # The suite turns XLA on TensorFlow off (tests/conftest.py); these tests
@@ -179,10 +187,7 @@ def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights()
 
     from kzoo.backend.torch import TRACED_POSITIONS
 
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
-    texts = ["a good film", "bad plot", "the plot is very good", "film"]
-    model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
-                                preprocessor=kzoo.BertTokenizer(vocabulary))
+    model, texts = text_classifier()
     eager = model.predict(texts, verbose=0)  # first sight of the shapes: eager
     traces = model.predict_function.traced.traces
     assert list(traces.values()) == [None]
@@ -218,10 +223,7 @@ def test_small_batches_traced_on_torch_predict_as_eager_and_follow_the_weights()
 
 @pytest.mark.skipif(BACKEND != "jax", reason="JAX's predict step without donated variables (kzoo.backend.jax)")
 def test_predict_on_jax_leaves_the_variables_in_place_and_follows_them():
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"a good bad film plot very the is".split()]
-    texts = ["a good film", "bad plot", "the plot is very good", "film"]
-    model = kzoo.BertClassifier(kzoo.BertBackbone(**dict(TINY, vocabulary_size=len(vocabulary))), num_classes=2,
-                                preprocessor=kzoo.BertTokenizer(vocabulary))
+    model, texts = text_classifier()
 
     def keras_own():  # Keras' predict_on_batch, the variables donated to the step and written back
         model.jit_compile = False
