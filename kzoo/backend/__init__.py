@@ -119,7 +119,7 @@ def decoder_steps(model, step):
 
 def write_cache(cache, update, index):
     """`cache` `(batch, slots, ...)` with `update` `(batch, n, ...)` written at
-    slots `index .. index + n - 1`: on torch inside `owned_caches` in place
+    slots `index .. index + n - 1`: on torch inside `search_loop` in place
     (the tensor returned is `cache`; Keras' `slice_update` copied the whole
     buffer every decoder step), else into a copy; a new tensor elsewhere (`ops.slice_update`)."""
     if keras.backend.backend() == "torch":
@@ -128,11 +128,19 @@ def write_cache(cache, update, index):
     return keras.ops.slice_update(cache, start, keras.ops.cast(update, cache.dtype))
 
 
-def owned_caches():
-    """A context in which `write_cache` writes in place on torch: for a search
-    loop that owns its caches (`Transformer.generate`). Outside it, and on the
-    other backends, a write leaves the cache passed as it was, the same on all."""
-    return torch.owned_caches() if keras.backend.backend() == "torch" else contextlib.nullcontext()
+@contextlib.contextmanager
+def search_loop(steps=None):
+    """A context for a search loop that owns its caches (`Transformer.generate`):
+    on torch `write_cache` writes in place, and `steps` (from `decoder_steps`)
+    look the model's variables up once, not at every call (half a millisecond
+    a step, a tenth of a greedy one). Outside it, and on the other backends, a
+    write leaves the cache passed as it was, the same on all."""
+    if keras.backend.backend() != "torch":
+        yield
+        return
+    with torch.owned_caches(), (steps.fixed_weights() if isinstance(steps, torch.TracedCalls)
+                                else contextlib.nullcontext()):
+        yield
 
 
 def cache_attention(query, key_cache, value_cache, mask, scale, length=None):
@@ -169,13 +177,6 @@ def cache_rows():
     if keras.backend.backend() == "torch":
         return torch.CacheRows()
     return lambda cache, rows, length: keras.ops.take(cache, rows, axis=0)
-
-
-def fixed_weights(steps):
-    """A context in which `steps` (from `decoder_steps`) look the model's
-    variables up once, not at every call (on torch half a millisecond a step,
-    a tenth of a greedy one); nothing elsewhere."""
-    return steps.fixed_weights() if isinstance(steps, torch.TracedCalls) else contextlib.nullcontext()
 
 
 def variable_length_batches(data):

@@ -311,7 +311,7 @@ def test_cache_writes_and_attention_give_keras_results():
     """`write_cache` and `cache_attention` (on torch in place, over the written
     slots, heads first in memory) against `ops.slice_update` and
     `ops.dot_product_attention` over the written slots."""
-    from kzoo.backend import attention_layout, cache_attention, owned_caches, write_cache
+    from kzoo.backend import attention_layout, cache_attention, search_loop, write_cache
 
     rng = np.random.default_rng(0)
     keys, values = (rng.normal(size=(2, 5, 2, 4)).astype("float32") for _ in range(2))
@@ -319,7 +319,7 @@ def test_cache_writes_and_attention_give_keras_results():
     cache = attention_layout(keras.ops.convert_to_tensor(keys))
     outside = write_cache(cache, keras.ops.convert_to_tensor(update), 2)  # a caller's cache: left as it was
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(cache), keys)
-    with owned_caches():  # a search's own caches: in place on torch
+    with search_loop():  # a search's own caches: in place on torch
         written = write_cache(cache, keras.ops.convert_to_tensor(update), keras.ops.convert_to_tensor(2))
     expected = keys.copy()
     expected[:, 2:3] = update
@@ -331,7 +331,7 @@ def test_cache_writes_and_attention_give_keras_results():
         assert written is cache and written.transpose(1, 2).is_contiguous()  # in place, heads first
         assert outside is not cache and outside.transpose(1, 2).is_contiguous()
         recorded = torch.tensor(update, requires_grad=True)
-        with owned_caches():
+        with search_loop():
             again = write_cache(written, recorded * 2.0, 3)
         assert again is not written and np.array_equal(written.detach().numpy(), expected)  # autograd: a copy
         assert again.requires_grad

@@ -14,9 +14,8 @@ from kzoo.backend import (
     check_positions_fit,
     checked_upstream,
     decoder_steps,
-    fixed_weights,
     inference_function,
-    owned_caches,
+    search_loop,
 )
 from kzoo.models.backbone import check_id_inputs, missing_token_ids
 from kzoo.models.input_checks import check_int
@@ -231,7 +230,7 @@ class TransformerGeneration:
         step = self.__dict__.get("_decoder_steps")
         if step is None:  # once per self (on torch, its traces); not a tracked attribute
             step = self.__dict__["_decoder_steps"] = decoder_steps(self, self.next_token_logits)
-        with fixed_weights(step), owned_caches():  # its caches are its own: written in place on torch
+        with search_loop(step):  # its caches are its own: written in place on torch
             if beam_size == 1:
                 tokens = greedy_search(step, cache, start_ids, **search_arguments)
             else:
