@@ -42,6 +42,17 @@ def test_keras_torch_multi_tensor_adam(module, name):
     assert callable(getattr(cls, "_get_variable_index", None))
 
 
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_keras_adam_slots(amsgrad):
+    """`adam_base`'s step reads Keras Adam's per-variable slots by index."""
+    optimizer = keras.optimizers.AdamW(amsgrad=amsgrad)
+    variable = keras.Variable([1.0, 2.0])
+    optimizer.build([variable])
+    index = optimizer._get_variable_index(variable)
+    slots = [optimizer._momentums, optimizer._velocities] + ([optimizer._velocity_hats] if amsgrad else [])
+    assert all(tuple(slot[index].shape) == (2,) for slot in slots)
+
+
 @on("torch")
 def test_torch_fused_adam_kernel():
     import torch

@@ -22,9 +22,11 @@ Differences from google-research/bert, kept on purpose:
   `get_linear_schedule_with_warmup`). google-research's code decays over all
   `total_steps` and overrides the warmup steps, so just after warmup it
   drops to `peak * (1 - warmup / total)` (1% lower for the paper's numbers).
-- Keras' Adam applies bias correction to the moment estimates; google-research's
-  `AdamWeightDecayOptimizer` does not. The difference fades after a few
-  thousand steps, all inside the warmup.
+- The Adam step is Kingma & Ba's Algorithm 1, bias correction included, as
+  PyTorch's and Hugging Face's AdamW (Keras' own `AdamW` adds epsilon to
+  sqrt(v) instead of sqrt(v_hat)); google-research's `AdamWeightDecayOptimizer`
+  corrects no bias. The difference fades after a few thousand steps, all
+  inside the warmup.
 """
 
 import collections
@@ -36,7 +38,7 @@ from keras import ops
 from kzoo.data.masked_lm import default_max_predictions
 from kzoo.distribution import sum_over_replicas
 from kzoo.models.input_checks import checked_steps
-from kzoo.backend import multi_tensor_base
+from kzoo.backend import adam_base
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("gamma", "beta", "bias")
 # LoRA's factors start at B = 0 and train alone: 5e-5 barely moves them. Rank 8's best of 5e-4 to
@@ -120,7 +122,7 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
-class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
+class BertAdamW(adam_base(keras.optimizers.AdamW)):
     """AdamW that skips LayerNorm parameters and biases (BERT sec. 3.1, A.2).
 
     The paper's "L2 weight decay of 0.01" is decoupled weight decay in
@@ -130,7 +132,11 @@ class BertAdamW(multi_tensor_base(keras.optimizers.AdamW)):
     exclusions. Each step every other variable shrinks by the factor
     `1 - learning_rate * weight_decay` before the Adam update.
 
-    On torch it runs a fused multi-tensor AdamW update (`kzoo.backend.multi_tensor_base`).
+    The Adam step is the paper's (Kingma & Ba 2015, Algorithm 1: epsilon added
+    to sqrt(v_hat)), as PyTorch's and Hugging Face's AdamW take it; Keras'
+    `AdamW` adds epsilon to sqrt(v), a 32x larger epsilon at the first step
+    that slows fine-tuning's first hundreds of steps (`kzoo.backend.adam_base`).
+    On torch it runs as one fused kernel.
 
     Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
     whose names are lost by `get_config` (and so by `.keras` save/load), the
