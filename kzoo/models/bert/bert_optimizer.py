@@ -22,11 +22,8 @@ Differences from google-research/bert, kept on purpose:
   `get_linear_schedule_with_warmup`). google-research's code decays over all
   `total_steps` and overrides the warmup steps, so just after warmup it
   drops to `peak * (1 - warmup / total)` (1% lower for the paper's numbers).
-- The Adam step is Kingma & Ba's Algorithm 1, bias correction included, as
-  PyTorch's and Hugging Face's AdamW (Keras' own `AdamW` adds epsilon to
-  sqrt(v) instead of sqrt(v_hat)); google-research's `AdamWeightDecayOptimizer`
-  corrects no bias. The difference fades after a few thousand steps, all
-  inside the warmup.
+- Adam's bias correction (Algorithm 1, as PyTorch; see `BertAdamW`), which
+  google-research's `AdamWeightDecayOptimizer` lacks: it fades within the warmup.
 """
 
 import collections
