@@ -182,8 +182,9 @@ class TransformerBlock(keras.layers.Layer):
             Defaults to `1e-6`, as in tensor2tensor.
         normalize_first: bool. Pre-LN instead of the paper's post-LN.
             Defaults to `False`.
-        kernel_initializer: str or `keras.initializers.Initializer`. The
-            initializer of every kernel. Defaults to `"glorot_uniform"`.
+        kernel_initializer: str, `keras.initializers.Initializer` or None. The
+            initializer of every kernel. Defaults to `None`: Glorot-uniform,
+            at gain 1/sqrt(2) for W^Q, W^K and W^V (see `MultiHeadAttention`).
         bias_initializer: str or `keras.initializers.Initializer`. The
             initializer of every bias. Defaults to `"zeros"`.
         **kwargs: `keras.layers.Layer` arguments.
@@ -207,7 +208,7 @@ class TransformerBlock(keras.layers.Layer):
         activation="relu",
         layer_norm_epsilon=1e-6,
         normalize_first=False,
-        kernel_initializer="glorot_uniform",
+        kernel_initializer=None,
         bias_initializer="zeros",
         **kwargs,
     ):
@@ -250,10 +251,13 @@ class TransformerBlock(keras.layers.Layer):
             for name in self._OUTPUT_CHANGING_ARGUMENTS
         )
 
-    def _initializers(self):
+    def _initializers(self, default_kernel_initializer=None):
         """Fresh initializer objects per sub-layer (sharing one seeds them alike)."""
+        kernel_initializer = self.kernel_initializer or default_kernel_initializer
+        if kernel_initializer is not None:
+            kernel_initializer = clone_initializer(kernel_initializer)
         return {
-            "kernel_initializer": clone_initializer(self.kernel_initializer),
+            "kernel_initializer": kernel_initializer,
             "bias_initializer": clone_initializer(self.bias_initializer),
         }
 
@@ -297,7 +301,7 @@ class TransformerBlock(keras.layers.Layer):
             activation=self.activation,
             dtype=self.dtype_policy,
             name="feed_forward",
-            **self._initializers(),
+            **self._initializers(keras.initializers.GlorotUniform()),
         )
 
     def get_config(self):

@@ -38,8 +38,9 @@ class TransformerDecoderBlock(TransformerBlock):
             Defaults to `1e-6`, as in tensor2tensor.
         normalize_first: bool. Pre-LN instead of the paper's post-LN.
             Defaults to `False`.
-        kernel_initializer: str or `keras.initializers.Initializer`. The
-            initializer of every kernel. Defaults to `"glorot_uniform"`.
+        kernel_initializer: str, `keras.initializers.Initializer` or None. The
+            initializer of every kernel. Defaults to `None`: Glorot-uniform,
+            at gain 1/sqrt(2) for W^Q, W^K and W^V (see `MultiHeadAttention`).
         bias_initializer: str or `keras.initializers.Initializer`. The
             initializer of every bias. Defaults to `"zeros"`.
         **kwargs: `keras.layers.Layer` arguments.

@@ -73,6 +73,27 @@ def test_config_keeps_every_argument():
 # Eq. 1 against numpy.
 
 
+def test_default_initializer_draws_as_torch_multihead_attention():
+    """q/k/v kernels: one Xavier-uniform over the stacked (3d, d) projection, as
+    `torch.nn.MultiheadAttention` draws them, so each bound is sqrt(6 / 4d); W^O
+    keeps Glorot-uniform's sqrt(6 / 2d). Uniform samples: std = bound / sqrt(3)."""
+    d = 128
+    layer = MultiHeadAttention(num_heads=4, key_dim=32)
+    layer.build((None, None, d))
+    kernels = {name: to_numpy(getattr(layer, name).kernel) for name in
+               ("query_dense", "key_dense", "value_dense", "output_dense")}
+    for name, kernel in kernels.items():
+        bound = np.sqrt(6 / (2 * d if name == "output_dense" else 4 * d))
+        assert np.abs(kernel).max() <= bound, name
+        # 16,384 draws: the sample std is within 1.5% of the true one (~6 sigma).
+        np.testing.assert_allclose(kernel.std(), bound / np.sqrt(3), rtol=0.015, err_msg=name)
+    assert not np.allclose(kernels["query_dense"], kernels["key_dense"])
+    # A given initializer still draws all four.
+    layer = MultiHeadAttention(num_heads=4, key_dim=32, kernel_initializer="ones")
+    layer.build((None, None, d))
+    assert all(to_numpy(layer.query_dense.kernel).ravel() == 1)
+
+
 def test_self_attention_matches_numpy():
     x = random_array(BATCH, QUERY_LENGTH, DIM)
     layer = build_attention(x)
