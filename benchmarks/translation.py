@@ -113,7 +113,6 @@ def timed(function):
 
 def kzoo_child(args, data):
     import keras  # noqa: PLC0415
-    import tensorflow as tf  # noqa: PLC0415
 
     import kzoo  # noqa: PLC0415
 
@@ -126,13 +125,24 @@ def kzoo_child(args, data):
         max_sequence_length=args.max_length + 64,
     )
     model.compile(optimizer=kzoo.transformer_optimizer(args.hidden_dim, warmup_steps=args.warmup_steps))
-    spec = tf.TensorSpec([None, None], tf.int32)
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self, batches):
+            super().__init__()
+            self.batches = batches
+
+        def __len__(self):
+            return len(self.batches)
+
+        def __getitem__(self, index):
+            source, decoder, labels = self.batches[index]
+            return {"encoder_token_ids": source, "decoder_token_ids": decoder}, labels
 
     def dataset(batches):
-        return tf.data.Dataset.from_generator(
-            lambda: (({"encoder_token_ids": s, "decoder_token_ids": d}, y) for s, d, y in batches),
-            output_signature=({"encoder_token_ids": spec, "decoder_token_ids": spec}, spec),
-        ).apply(tf.data.experimental.assert_cardinality(len(batches)))
+        # As kzoo's tasks feed `fit`: a tf.data generator on TensorFlow, the PyDataset elsewhere. A
+        # tf.data generator on torch leaves its steps 1.6x slower (5x the page faults) for the
+        # rest of the process.
+        return kzoo.backend.variable_length_batches(Batches(batches))
 
     ends = []
     record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs=None: ends.append(time.perf_counter()))
