@@ -3,7 +3,7 @@ plain PyTorch loop around `torch.nn.Transformer`, trained and scored alike.
 
 Run by hand, never in tests:
 
-    python benchmarks/translation.py                      # all four contenders, ~35 min on 2 cores
+    python benchmarks/translation.py                      # all four contenders, ~16 min on 2 cores
     python benchmarks/translation.py --smoke              # every code path, seconds per contender
     python benchmarks/translation.py --source train.en --target train.de --steps 2000
 
