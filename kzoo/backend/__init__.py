@@ -105,9 +105,11 @@ class _AdamStep:
         self.assign_sub(variable, ops.divide(ops.multiply(lr, m_hat), ops.add(ops.sqrt(v_hat), self.epsilon)))
 
 
-def inference_function(function):
-    """`function` traced with XLA on TensorFlow, without autograd on torch, as
-    is on JAX (`jax.jit` of a model method would bake the weights in)."""
+def inference_function(model, function):
+    """`function(*arguments)` of `model`'s variables compiled for the backend:
+    traced with XLA on TensorFlow, `jax.jit` with the variables passed in on
+    JAX (`jax.compiled_inference`), without autograd on torch. Arguments that
+    are not tensors are fixed at each trace."""
     backend = keras.backend.backend()
     if backend == "tensorflow":  # non-tensor arguments are static; variables are read when called
         return tf.function(function, jit_compile=True, reduce_retracing=True)
@@ -115,7 +117,7 @@ def inference_function(function):
         import torch as torch_module  # noqa: PLC0415
 
         return torch_module.no_grad()(function)
-    return function
+    return jax.compiled_inference(model, function)
 
 
 def fast_predict_function(model, predict_function):

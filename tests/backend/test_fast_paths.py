@@ -119,20 +119,26 @@ def test_bert_adamw_steps_as_torch_adamw_with_exclusions(amsgrad):
 
 def test_generate_through_inference_function_matches_eager_search_and_records_no_graph():
     """`Transformer.generate` runs its search through `inference_function`
-    (XLA on TensorFlow, no autograd on torch): same tokens as the plain
-    search, and on torch an output that holds no autograd graph."""
+    (XLA on TensorFlow and JAX, no autograd on torch): same tokens as the
+    plain search, before and after new weights, and on torch an output that holds no autograd graph."""
     from kzoo.backend import inference_function
 
     keras.utils.set_random_seed(0)
     model = kzoo.Transformer(vocabulary_size=30, num_layers=1, hidden_dim=8, intermediate_dim=16,
                              num_heads=2)
     source = np.array([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]], "int32")
-    fast = model.generate(source, beam_size=2, max_length=6)
-    plain = model.generate(source, beam_size=2, max_length=6, compiled=False)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(fast), keras.ops.convert_to_numpy(plain))
+    outputs = []
+    for step in range(2):
+        if step:  # new weights reach the compiled search: none is baked in at its trace
+            model.set_weights([w + np.random.default_rng(1).normal(0, 0.5, w.shape) for w in model.get_weights()])
+        fast = model.generate(source, beam_size=2, max_length=6)
+        plain = model.generate(source, beam_size=2, max_length=6, compiled=False)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(fast), keras.ops.convert_to_numpy(plain))
+        outputs.append(keras.ops.convert_to_numpy(fast))
+    assert not np.array_equal(*outputs)  # the new weights change the search's answer
     if BACKEND == "torch":
         assert not fast.requires_grad
-        assert not inference_function(lambda: model.encode(source))().requires_grad
+        assert not inference_function(model, lambda: model.encode(source))().requires_grad
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="Keras builds the optimizer before the step on JAX and torch")

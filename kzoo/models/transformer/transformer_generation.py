@@ -150,7 +150,7 @@ class TransformerGeneration:
                 50 (at most `max_sequence_length`, which is the buffer when the
                 source length is unknown at trace time).
             compiled: bool. Run the search compiled for the backend
-                (`kzoo.backend.inference_function`: XLA on TensorFlow). `False`
+                (`kzoo.backend.inference_function`: XLA on TensorFlow and JAX). `False`
                 runs it as plain ops, for an enclosing TensorFlow graph such as a
                 SavedModel's (`kzoo.export`), where an XLA function would compile
                 again for every new batch size. Defaults to `True`.
@@ -192,7 +192,7 @@ class TransformerGeneration:
             return self._search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
         search = self.__dict__.get("_inference_search")
         if search is None:  # compiled once per self; not a tracked attribute
-            search = inference_function(lambda *arguments: self._search(*arguments))
+            search = inference_function(self, lambda *arguments: self._search(*arguments))
             self.__dict__["_inference_search"] = search
         with checked_upstream():  # the source ids were checked above; the search makes the rest
             return search(encoder_token_ids, beam_size, length_penalty, max_length, limit_by_source)
