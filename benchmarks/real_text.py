@@ -74,7 +74,7 @@ def texts_of(corpus, workload):
 
         texts = [sentence for sentence, _, _ in library_area_sentences()][:1024]
     elif corpus == "gettext":
-        from offline_corpora import message_catalog_pairs  # noqa: PLC0415
+        from message_catalogues import message_catalog_pairs  # noqa: PLC0415
 
         texts = [source for source, _ in message_catalog_pairs()][:1024]
     else:

@@ -1,7 +1,7 @@
 """Parallel text for the translation example and benchmark, split three ways.
 
 `translation_splits()` reads the corpus (the gettext catalogues of
-`offline_corpora.message_catalog_pairs()` by default, or two aligned plain-text
+`message_catalogues.message_catalog_pairs()` by default, or two aligned plain-text
 files, one sentence a line) and splits it into training, development and test
 pairs by message identity (`message_identity`), so that the test set is not a
 near-copy of training: software messages come in variants ("Error: %s",
@@ -17,7 +17,7 @@ their data through it.
 
 import zlib
 
-from offline_corpora import PLACEHOLDER, WORD, message_catalog_pairs
+from message_catalogues import PLACEHOLDER, WORD, message_catalog_pairs
 
 
 def message_identity(sentence):

@@ -1,6 +1,7 @@
-"""examples/offline_corpora.py: the docstring retrieval pairs, and the parallel corpus: the gettext .mo reader (on
-catalogues written here, in UTF-8 and ISO-8859-1, both byte orders), the
-cleaning of message pairs into sentence-like pairs, and the stable split.
+"""examples/offline_corpora.py and message_catalogues.py: the docstring retrieval
+pairs, and the parallel corpus: the gettext .mo reader (on catalogues written
+here, in UTF-8 and ISO-8859-1, both byte orders), the cleaning of message pairs
+into sentence-like pairs, and the stable split.
 Never reads the machine's own catalogues."""
 
 import gettext
@@ -12,11 +13,19 @@ import pytest
 
 pytestmark = pytest.mark.backend_independent  # plain Python data code: run once (conftest.py)
 
-_spec = importlib.util.spec_from_file_location(
-    "offline_corpora", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "offline_corpora.py")
-)
-offline_corpora = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(offline_corpora)
+
+
+def _example_module(name):
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+offline_corpora = _example_module("offline_corpora")
+message_catalogues = _example_module("message_catalogues")
 
 
 def write_mo(path, messages, charset="UTF-8", byte_order="<"):
@@ -52,7 +61,7 @@ MESSAGES = {
 def test_read_mo_file_round_trips(tmp_path, charset, byte_order):
     path = tmp_path / "tiny.mo"
     write_mo(path, MESSAGES, charset, byte_order)
-    messages = offline_corpora.read_mo_file(path)
+    messages = message_catalogues.read_mo_file(path)
     assert messages.pop("").startswith(f"Content-Type: text/plain; charset={charset}\n")
     assert messages == MESSAGES
 
@@ -75,11 +84,11 @@ def test_stdlib_gettext_agrees_on_utf8_and_fails_on_latin1(tmp_path):
 def test_read_mo_file_rejects_other_files(tmp_path):
     (tmp_path / "not.mo").write_bytes(b"hello, this is not a catalogue")
     with pytest.raises(ValueError, match="not a gettext .mo file"):
-        offline_corpora.read_mo_file(tmp_path / "not.mo")
+        message_catalogues.read_mo_file(tmp_path / "not.mo")
     write_mo(tmp_path / "cut.mo", MESSAGES)
     (tmp_path / "cut.mo").write_bytes((tmp_path / "cut.mo").read_bytes()[:40])
     with pytest.raises(ValueError, match="truncated"):
-        offline_corpora.read_mo_file(tmp_path / "cut.mo")
+        message_catalogues.read_mo_file(tmp_path / "cut.mo")
 
 
 def test_message_catalog_pairs_cleans_and_deduplicates(tmp_path):
@@ -101,7 +110,7 @@ def test_message_catalog_pairs_cleans_and_deduplicates(tmp_path):
     (directory / "broken.mo").write_bytes(b"\x00" * 10)
     (directory / "readme.txt").write_text("not a catalogue")
     with pytest.warns(UserWarning, match="broken.mo"):
-        sources, targets = offline_corpora.message_catalog_pairs("de", tmp_path, max_words=4)
+        sources, targets = message_catalogues.message_catalog_pairs("de", tmp_path, max_words=4)
     assert list(zip(sources, targets)) == [
         ("Too many spaces", "Zu viele Leerzeichen"),
         ("%d file", "%d Datei"),
@@ -112,7 +121,7 @@ def test_message_catalog_pairs_cleans_and_deduplicates(tmp_path):
         ("Grüße", "Grüße aus Köln"),
     ]
     with pytest.raises(ValueError, match="No gettext catalogues for 'fr'"):
-        offline_corpora.message_catalog_pairs("fr", tmp_path)
+        message_catalogues.message_catalog_pairs("fr", tmp_path)
 
 
 def test_split_by_source_hash_is_stable_and_disjoint():
