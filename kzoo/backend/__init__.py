@@ -210,6 +210,26 @@ def cache_rows():
     return lambda cache, rows, length: keras.ops.take(cache, rows, axis=0)
 
 
+def cache_lengths(max_length):
+    """The key/value cache lengths a search grows through to `max_length`
+    (`beam_search`'s `grow_cache`): on torch `(max_length,)`, whose steps read
+    and move the written slots only; elsewhere 16, 32, 64, ... while 1.5 times
+    the rung fits, then `max_length` (static shapes: a step reads, and a beam
+    step moves, the whole cache; a longer ladder compiles more loops).
+
+    Example:
+
+    >>> cache_lengths(66) if keras.backend.backend() != "torch" else (16, 32, 66)
+    (16, 32, 66)
+    """
+    if keras.backend.backend() == "torch":
+        return (max_length,)
+    lengths, rung = [], 16
+    while rung * 1.5 <= max_length:
+        lengths, rung = lengths + [rung], rung * 2
+    return (*lengths, max_length)
+
+
 def variable_length_batches(data):
     """`data` (batches of varying lengths, `LengthBatches`) as Keras reads it: on
     TensorFlow a `tf.data.Dataset` of unknown lengths (Keras' adapter takes the

@@ -54,7 +54,7 @@ def gnmt_length_penalty(length, alpha):
 
 
 def greedy_search(
-    next_logits, cache, start_ids, *, end_id, padding_id=0, max_length, length_limits=None
+    next_logits, cache, start_ids, *, end_id, padding_id=0, max_length, length_limits=None, grow_cache=None
 ):
     """Greedy decoding: the arg-max token at every step (sec. 6.1 without the beam).
 
@@ -72,6 +72,11 @@ def greedy_search(
         max_length: the number of output positions (a Python int).
         length_limits: optional `(batch,)` int, each row's maximum number of
             output tokens; values are clipped to `[1, max_length]`.
+        grow_cache: optional `((cache, length) -> cache, lengths)`: the search
+            runs while the cache holds `lengths[0]` positions, then grows it to
+            each next length (ascending, the last `max_length`) when a step
+            needs more (`Transformer`: a step's work and a beam's cache moves
+            scale with the positions held). Defaults to `None`: one loop.
 
     Returns:
         int32 `(batch, max_length)`: the tokens after the start token, the end
@@ -97,8 +102,10 @@ def greedy_search(
     start_ids, limits = _check_arguments(cache, start_ids, end_id, max_length, 1, 0.0, length_limits)
     positions = ops.arange(max_length, dtype="int32")
 
-    def cond(index, tokens, sequences, cache, done):
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(done)))
+    def cond(limit):
+        return lambda index, tokens, sequences, cache, done: ops.logical_and(
+            index < limit, ops.logical_not(ops.all(done))
+        )
 
     def body(index, tokens, sequences, cache, done):
         logits, cache = next_logits(tokens, cache, index)
@@ -115,7 +122,11 @@ def greedy_search(
         cache,
         ops.zeros_like(start_ids, "bool"),
     )
-    return ops.while_loop(cond, body, state)[2]
+
+    def grown(state, length):
+        return (*state[:3], grow_cache[0](state[3], length), state[4])
+
+    return _loop_in_segments(cond, body, state, max_length, grow_cache, grown)[2]
 
 
 def beam_search(
@@ -130,6 +141,7 @@ def beam_search(
     length_penalty=0.6,
     length_limits=None,
     reorder_cache=None,
+    grow_cache=None,
 ):
     """Beam search with GNMT's length penalty (sec. 6.1; Wu et al. 2016).
 
@@ -175,6 +187,10 @@ def beam_search(
             (`kzoo.backend.take_rows`, `ops.take`). A model can
             move less: `kzoo.Transformer` keeps the encoder's keys and values
             (alike in every beam of a row) and moves the slots written so far.
+        grow_cache: optional `((cache, length) -> cache, lengths)`, as
+            `greedy_search`'s: a beam step moves its whole cache, so a short
+            cache while the hypotheses are short saves most of a step.
+            Defaults to `None`: one loop.
 
     Returns:
         int32 `(batch, max_length)`: each row's best hypothesis after the
@@ -208,8 +224,8 @@ def beam_search(
     positions = ops.arange(max_length, dtype="int32")
     best_possible_penalty = gnmt_length_penalty(limits, length_penalty)  # (batch,)
 
-    def cond(index, state):
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(state["done"])))
+    def cond(limit):
+        return lambda index, state: ops.logical_and(index < limit, ops.logical_not(ops.all(state["done"])))
 
     def body(index, state):
         logits, cache = next_logits(ops.reshape(state["alive_tokens"], (-1,)), state["cache"], index)
@@ -272,11 +288,33 @@ def beam_search(
         "finished_flags": ops.zeros((batch_size, beam_size), "bool"),
         "done": ops.zeros((batch_size,), "bool"),
     }
-    _, state = ops.while_loop(cond, body, (ops.convert_to_tensor(0, "int32"), state))
+
+    def grown(loop_state, length):
+        index, state = loop_state
+        return index, {**state, "cache": grow_cache[0](state["cache"], length)}
+
+    _, state = _loop_in_segments(cond, body, (ops.convert_to_tensor(0, "int32"), state), max_length, grow_cache, grown)
     has_finished = ops.any(state["finished_flags"], axis=1)
     return ops.where(
         has_finished[:, None], state["finished_sequences"][:, 0], state["alive_sequences"][:, 0]
     )
+
+
+def _loop_in_segments(cond, body, state, max_length, grow_cache, grown):
+    """`ops.while_loop(cond(max_length), body, state)`; with `grow_cache`, one
+    loop per cache length, each running while the index is below it, the
+    cache grown (`grown(state, length)`) between them. A loop whose rows have
+    all stopped ends at once, so short outputs never pay for the long cache."""
+    lengths = (max_length,) if grow_cache is None else tuple(grow_cache[1])
+    if lengths[-1] != max_length or list(lengths) != sorted(set(lengths)):
+        raise ValueError(
+            f"`grow_cache`'s lengths must ascend to max_length = {max_length}; got {list(lengths)}."
+        )
+    for i, length in enumerate(lengths):
+        if i:
+            state = grown(state, length)
+        state = ops.while_loop(cond(length), body, state)
+    return state
 
 
 def _flat_rows(beam_indices):

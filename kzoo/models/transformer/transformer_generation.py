@@ -10,6 +10,7 @@ from keras import ops
 
 from kzoo.backend import (
     attention_layout,
+    cache_lengths,
     cache_rows,
     check_positions_fit,
     checked_upstream,
@@ -222,10 +223,12 @@ class TransformerGeneration:
         if limit_by_source:
             source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, self.padding_id), "int32"), axis=1)
             length_limits = ops.minimum(source_lengths + EXTRA_OUTPUT_LENGTH, max_length)
-        cache = self.initial_cache(encoder_token_ids, max_length)
+        lengths = cache_lengths(max_length)
+        cache = self.initial_cache(encoder_token_ids, lengths[0])
         start_ids = ops.full((ops.shape(encoder_token_ids)[0],), self.start_id, "int32")
         search_arguments = dict(
-            end_id=self.end_id, padding_id=self.padding_id, max_length=max_length, length_limits=length_limits
+            end_id=self.end_id, padding_id=self.padding_id, max_length=max_length, length_limits=length_limits,
+            grow_cache=(self._grow_cache, lengths) if len(lengths) > 1 else None,
         )
         step = self.__dict__.get("_decoder_steps")
         if step is None:  # once per self (on torch, its traces); not a tracked attribute
@@ -248,6 +251,17 @@ class TransformerGeneration:
         first = ops.equal(ops.arange(ops.shape(tokens)[1]), 0)[None, :]  # (1, max_length)
         nothing = ops.where(first, self.end_id, self.padding_id)
         return ops.where(empty, ops.cast(nothing, "int32"), tokens)
+
+    @staticmethod
+    def _grow_cache(cache, length):
+        """`initial_cache`'s caches with the self-attention ones grown to
+        `length` slots (zeros: not written yet)."""
+        def grown(value):
+            more = [(0, 0)] * len(value.shape)
+            more[1] = (0, length - value.shape[1])
+            return ops.pad(value, more)
+
+        return {key: grown(value) if key.startswith("self_") else value for key, value in cache.items()}
 
     def _cache_reorder(self):
         """`beam_search`'s `reorder_cache` for `initial_cache`'s caches: the

@@ -28,16 +28,24 @@ EXHAUSTIVE_BEAM = 5 * 4 ** (MAX_LENGTH - 1)
 
 def toy_next_logits(token_ids, cache, index):
     """`Transformer.next_token_logits`'s signature; the cache records the history."""
-    history = cache["decoder"]["history"]  # (rows, MAX_LENGTH), -1 where not yet decoded
-    history = ops.where(ops.arange(MAX_LENGTH) == index, token_ids[:, None], history)
-    key = (cache["source"] * 31 + ops.sum((history + 1) * WEIGHTS, axis=1)) % MODULUS
+    history = cache["decoder"]["history"]  # (rows, slots), -1 where not yet decoded
+    slots = history.shape[1]  # MAX_LENGTH, or fewer in a search that grows its cache
+    history = ops.where(ops.arange(slots) == index, token_ids[:, None], history)
+    key = (cache["source"] * 31 + ops.sum((history + 1) * WEIGHTS[:slots], axis=1)) % MODULUS
     logits = ops.take(ops.convert_to_tensor(TABLE), key, axis=0)
     return logits, {"source": cache["source"], "decoder": {"history": history}}
 
 
-def toy_cache(sources):
+def toy_cache(sources, slots=MAX_LENGTH):
     sources = np.asarray(sources, "int32")
-    return {"source": sources, "decoder": {"history": np.full((len(sources), MAX_LENGTH), -1, "int32")}}
+    return {"source": sources, "decoder": {"history": np.full((len(sources), slots), -1, "int32")}}
+
+
+def grow_toy_cache(cache, length):
+    """`grow_cache`'s function for the toy: the history padded with -1 (not decoded)."""
+    history = cache["decoder"]["history"]
+    more = ops.full((ops.shape(history)[0], length - history.shape[1]), -1, "int32")
+    return {"source": cache["source"], "decoder": {"history": ops.concatenate([history, more], axis=1)}}
 
 
 def numpy_log_probs(source, inputs, banned=PAD):
@@ -122,6 +130,20 @@ def test_greedy_equals_numpy_argmax_and_beam_size_1(limits):
     assert any(END in row for row in expected) and any(END not in row for row in expected)
     assert run_greedy(SOURCES, STARTS, length_limits=limits) == expected
     assert run_beam(SOURCES, STARTS, beam_size=1, length_limits=limits) == expected
+
+
+@pytest.mark.parametrize("lengths", [(1, 2, 4), (3, 4)])
+def test_a_search_that_grows_its_cache_finds_the_same_tokens(lengths):
+    """`grow_cache`: one loop per cache length (the Transformer's 16, 32, ...
+    positions on TensorFlow and JAX), the same tokens as one loop over the
+    whole cache, with rows that end in every segment."""
+    limits = [4, 3, 2, 1, 4, 3, 2, 1]
+    for search in (beam_search, greedy_search):
+        arguments = dict(end_id=END, padding_id=PAD, max_length=MAX_LENGTH, length_limits=limits)
+        whole = search(toy_next_logits, toy_cache(SOURCES), STARTS, **arguments)
+        grown = search(toy_next_logits, toy_cache(SOURCES, lengths[0]), STARTS,
+                       grow_cache=(grow_toy_cache, lengths), **arguments)
+        np.testing.assert_array_equal(ops.convert_to_numpy(grown), ops.convert_to_numpy(whole))
 
 
 def test_beam_4_output_form_and_batch_rows_are_independent():
@@ -227,6 +249,8 @@ def test_compiled_search_equals_eager():
         ({"start_ids": np.zeros((2, 1), "int32")}, "`start_ids` must have shape \\(batch,\\)"),
         ({"length_limits": [3]}, "`length_limits` must have shape \\(batch,\\) = \\(2,\\)"),
         ({"cache": toy_cache([0, 1, 2])}, "Every cache tensor needs leading dimension batch = 2"),
+        ({"grow_cache": (grow_toy_cache, (2, 3))}, "`grow_cache`'s lengths must ascend to max_length = 4"),
+        ({"grow_cache": (grow_toy_cache, (2, 2, 4))}, "`grow_cache`'s lengths must ascend to max_length = 4"),
     ],
 )
 def test_bad_arguments_raise_before_any_step(kwargs, message):
