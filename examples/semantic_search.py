@@ -26,23 +26,25 @@
      scale 20: each summary against every document of its batch) with
      `compile()`'s defaults (BERT's fine-tuning AdamW, peak learning rate 2e-5,
      10% warm-up, linear decay).
-3. With `--rerank-epochs 2`, retrieves, then reranks (off by default: it
-   does not help yet, see below): fine-tunes a `kzoo.BertReranker` (a cross-encoder
-   from the same preset, sequence length 64) on labelled pairs, each training
-   query with its own document (label 1, weighted 2: binary cross-entropy's
-   `pos_weight` 2), the 2 documents the released embedder ranks first after it
-   (`kzoo.mine_hard_negatives`) and 1 drawn at random (label 0): 4 pairs per
-   query, 2 epochs in batches of 16, peak learning rate 5e-5 (BERT's
-   fine-tuning AdamW): "recipe R" of the embeddings guide. The negatives are
-   the released embedder's, not the fine-tuned one's: the recipe was measured
-   with them, and the fine-tuned embedder has trained on these very pairs, so
-   its near misses on them are not the ones it makes on new queries. Then
-   `rerank` reorders each held-out query's first 50 documents by the
-   fine-tuned embedder, and reports two more rows: the reranker's order, and
-   its order fused with the embedder's by reciprocal ranks (the sum of
-   1 / (60 + rank); Cormack, Clarke & Buettcher 2009). The reranker is saved
-   beside the embedder (`--output` + `_reranker`): `kzoo search EMBEDDER
-   --rerank RERANKER` uses both.
+3. Retrieves, then reranks (`--rerank-epochs 0` skips it): fine-tunes a
+   `kzoo.BertReranker` (a cross-encoder from the same preset, sequence length
+   64) on labelled pairs, each training query with its own document (label 1,
+   weighted 2: binary cross-entropy's `pos_weight` 2), the 2 documents the
+   released embedder ranks first after it (`kzoo.mine_hard_negatives`) and 1
+   drawn at random (label 0): 4 pairs per query, 4 epochs in batches of 16,
+   peak learning rate 5e-5 (BERT's fine-tuning AdamW): "recipe R" of the
+   embeddings guide. The negatives are the released embedder's, not the
+   fine-tuned one's: the recipe was measured with them, and the fine-tuned
+   embedder has trained on these very pairs, so its near misses on them are
+   not the ones it makes on new queries. Then `rerank` reorders each held-out
+   query's first 50 documents by the fine-tuned embedder, and reports two more
+   rows: the reranker's order alone, and its order interpolated with the
+   embedder's (`rerank(..., candidate_scores=cosines, weight=0.25)`: 0.25 x
+   the reranker's logit + 0.75 x the cosine, each standardised over the
+   query's 50; the weight chosen on validation queries carved from the
+   training pairs, see the guide). The reranker is saved beside the embedder
+   (`--output` + `_reranker`): `kzoo search EMBEDDER --rerank RERANKER
+   --rerank-weight 0.25` searches as the last row.
 4. Saves the fine-tuned embedder as a preset directory, reloads it, checks
    that it embeds as before, and prints a few held-out summaries with the
    first words of their best three documents (a tick marks the right one).
@@ -101,7 +103,6 @@ RERANK_BATCH_SIZE = 16
 RERANK_LEARNING_RATE = 5e-5
 HARD_NEGATIVES = 2
 POSITIVE_WEIGHT = 2.0
-FUSION_K = 60  # reciprocal-rank fusion's constant (Cormack, Clarke & Buettcher 2009)
 
 
 def parse_args():
@@ -119,20 +120,22 @@ def parse_args():
     parser.add_argument("--matryoshka-dims", type=widths, default=None, metavar="D,D,...",
                         help="also fine-tune the released model with kzoo.MatryoshkaLoss at these widths "
                              "(e.g. 384,256,128,64) and report recall@10 and MRR@10 at each width")
-    parser.add_argument("--rerank-epochs", type=int, default=0,
-                        help="epochs of a reranker's fine-tuning, then its second stage (0, the default: none; "
-                             "2 is the embeddings guide's recipe, about 40 minutes of CPU, and does not help yet)")
+    parser.add_argument("--rerank-epochs", type=int, default=4,
+                        help="epochs of a reranker's fine-tuning, then its second stage (0: none)")
     parser.add_argument("--rerank-top-k", type=int, default=50,
                         help="the fine-tuned embedder's results that the reranker reorders, per query")
     parser.add_argument("--rerank-sequence-length", type=int, default=64, help="tokens of a (query, document) pair")
+    parser.add_argument("--rerank-weight", type=float, default=0.25,
+                        help="the reranker's share of the interpolated score (chosen on validation queries)")
     args = parse_arguments(parser, {
         "output": smoke_directory("docstring_search"), "batch_size": 8, "sequence_length": 16,
         "max_train": 24, "max_held_out": SMOKE_HELD_OUT, "preset": None,
         "matryoshka_dims": [32, 16, 8], "rerank_epochs": 1, "rerank_sequence_length": 16,
     })
-    if args.rerank_epochs < 0 or args.rerank_top_k < 10:
-        parser.error(f"--rerank-epochs must be 0 or more and --rerank-top-k at least 10 (the metrics read the "
-                     f"first 10); got {args.rerank_epochs} and {args.rerank_top_k}")
+    if args.rerank_epochs < 0 or args.rerank_top_k < 10 or not 0 <= args.rerank_weight <= 1:
+        parser.error(f"--rerank-epochs must be 0 or more, --rerank-top-k at least 10 (the metrics read the first 10) "
+                     f"and --rerank-weight in [0, 1]; got {args.rerank_epochs}, {args.rerank_top_k} and "
+                     f"{args.rerank_weight:g}")
     if args.preset is None:  # a smoke run's: tracing and compiling a 2-layer BERT, not 6 layers of 384
         args.preset = smoke_directory("bert_python_docs")
         if not os.path.isdir(args.preset):
@@ -168,11 +171,12 @@ def lexical_search(queries, documents, top_k):
 
 
 def embedding_search(embedder, queries, documents, batch_size, top_k):
-    """Ranks of `documents` for each query by `embedder`; the documents' embeddings too.
-    Queries and documents are encoded in one call, then searched as embeddings."""
+    """Ranks of `documents` for each query by `embedder`, the documents' embeddings and the
+    ranked cosines. Queries and documents are encoded in one call, then searched as embeddings."""
     vectors = embedder.encode(queries + documents, batch_size=batch_size, verbose=0)
     corpus = vectors[len(queries):]
-    return embedder.search(vectors[:len(queries)], corpus, top_k=top_k)[1], corpus
+    cosines, indices = embedder.search(vectors[:len(queries)], corpus, top_k=top_k)
+    return indices, corpus, cosines
 
 
 def matryoshka_comparison(args, embedder, steps, train, held_out, top_k):
@@ -218,25 +222,11 @@ def reranker_pairs(embedder, queries, documents, batch_size, seed):
     return (pair_queries, pair_documents), labels
 
 
-def reciprocal_rank_fusion(rankings, k=FUSION_K):
-    """Rows `(q, c)` of document indices ordered by the sum over `rankings` (arrays `(q, c)`,
-    each row an order of the same c documents, best first) of 1 / (k + rank), rank 1 the best:
-    Cormack, Clarke & Buettcher 2009, "Reciprocal Rank Fusion outperforms Condorcet and
-    individual Rank Learning Methods". Equal sums keep the first ranking's order."""
-    fused = []
-    for rows in zip(*rankings):
-        scores = dict.fromkeys(rows[0].tolist(), 0.0)
-        for row in rows:
-            for rank, j in enumerate(row.tolist(), 1):
-                scores[j] += 1.0 / (k + rank)
-        fused.append(sorted(scores, key=scores.get, reverse=True))  # stable: ties keep insertion order
-    return np.array(fused, "int64")
-
-
-def rerank_stage(args, pairs, queries, documents, candidates, top_k):
+def rerank_stage(args, pairs, queries, documents, candidates, cosines, top_k):
     """Fine-tunes a `kzoo.BertReranker` from `args.preset` on the labelled `pairs`, reorders each
-    query's `candidates` (the embedder's results, best first) with it, fuses the two orders, and
-    returns the metrics of both orders; saves the reranker beside `args.output`."""
+    query's `candidates` (the embedder's results, best first, with their `cosines`) by its score
+    alone and interpolated with the cosines, and returns the metrics of both orders; saves the
+    reranker beside `args.output`."""
     (pair_queries, pair_documents), labels = pairs
     reranker = kzoo.BertReranker.from_preset(args.preset, sequence_length=args.rerank_sequence_length)
     steps = args.rerank_epochs * -(-len(labels) // RERANK_BATCH_SIZE)
@@ -253,19 +243,20 @@ def rerank_stage(args, pairs, queries, documents, candidates, top_k):
     output = os.path.normpath(args.output) + "_reranker"
     reranker.save_to_preset(output)
     print(f"saved to the preset directory {output}/", flush=True)
-    clock = time.perf_counter()
-    reranked = reranker.rerank(queries, documents, candidates, batch_size=RERANK_BATCH_SIZE)[1]
-    seconds = time.perf_counter() - clock
-    results = {"fine-tuned + reranker": retrieval_metrics(reranked, top_k),
-               "fine-tuned + reranker, fused": retrieval_metrics(reciprocal_rank_fusion([candidates, reranked]), top_k)}
     print(f"reranked the fine-tuned embedder's first {candidates.shape[1]} of each query:")
-    for name, metrics in results.items():
-        print_results(name, metrics, seconds)
+    results = {}
+    for name, interpolation in (("fine-tuned + reranker", {}), (
+            "fine-tuned + reranker, interpolated", {"candidate_scores": cosines,
+                                                                  "weight": args.rerank_weight})):
+        clock = time.perf_counter()
+        reranked = reranker.rerank(queries, documents, candidates, batch_size=RERANK_BATCH_SIZE, **interpolation)[1]
+        results[name] = retrieval_metrics(reranked, top_k)
+        print_results(name, results[name], time.perf_counter() - clock)
     return results
 
 
 def print_results(name, metrics, seconds):
-    print(f"  {name + ':':30}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
+    print(f"  {name + ':':38}" + "  ".join(f"{key} {value:.3f}" for key, value in metrics.items())
           + f"  ({seconds:.0f} s)", flush=True)
 
 
@@ -316,7 +307,7 @@ def main():
     print(f"model: {args.preset}, {embedder.backbone.num_layers} layers, {embedder.count_params():,} parameters, "
           f"{embedder.pooling} pooling, sequence length {args.sequence_length}", flush=True)
     clock = time.perf_counter()
-    indices, _ = embedding_search(embedder, queries, documents, args.batch_size, top_k)
+    indices = embedding_search(embedder, queries, documents, args.batch_size, top_k)[0]
     results["released"] = retrieval_metrics(indices, top_k)
     print_results("released", results["released"], time.perf_counter() - clock)
     if args.rerank_epochs:  # the released embedder's hard negatives: recipe R's (see the docstring)
@@ -332,11 +323,11 @@ def main():
     print(f"fine-tuned in {time.perf_counter() - clock:.0f} s", flush=True)
     clock = time.perf_counter()
     candidates = min(max(top_k, args.rerank_top_k), len(documents))  # the reranker's, when there is one
-    indices, corpus = embedding_search(embedder, queries, documents, args.batch_size, candidates)
+    indices, corpus, cosines = embedding_search(embedder, queries, documents, args.batch_size, candidates)
     results["fine-tuned"] = retrieval_metrics(indices, top_k)
     print_results("fine-tuned", results["fine-tuned"], time.perf_counter() - clock)
     if args.rerank_epochs:
-        results.update(rerank_stage(args, pairs, queries, documents, indices, top_k))
+        results.update(rerank_stage(args, pairs, queries, documents, indices, cosines, top_k))
 
     print(f"\nheld-out retrieval ({len(queries)} queries among {len(documents)} documents):")
     print(f"| search | {' | '.join(results['lexical'])} |\n|---|---|---|---|---|")

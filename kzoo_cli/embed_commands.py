@@ -63,7 +63,9 @@ def search(args):
     embedded with the preset's query and document prompts (`encode_query`,
     `encode_document`); `--truncate-dim` and `--precision` are `search`'s.
     `--rerank MODEL` reorders each query's first `--rerank-top-k` (50) by a
-    trained reranker and writes its scores (`kzoo_cli.rerank_commands`)."""
+    trained reranker and writes its scores; with `--rerank-weight W`, by W x its
+    standardised logit + (1 - W) x the embedder's standardised score
+    (`kzoo_cli.rerank_commands`)."""
     from kzoo_cli import rerank_commands  # noqa: PLC0415 (it imports this module)
 
     if args.corpus == "-" and args.queries == "-":
@@ -94,7 +96,9 @@ def search(args):
                                    truncate_dim=args.truncate_dim, precision=args.precision)
     if depth is not None:
         reranker = rerank_commands.load_reranker(args.rerank)
-        scores, indices = rerank_commands.reranked(reranker, queries, corpus, indices, args.top_k, args.batch_size)
+        weight = args.rerank_weight
+        scores, indices = rerank_commands.reranked(reranker, queries, corpus, indices, args.top_k, args.batch_size,
+                                                   None if weight is None else scores, weight)
     write_table(args.output, output_format, rerank_commands.result_rows(queries, corpus, scores, indices),
                 SEARCH_COLUMNS)
     return 0

@@ -242,6 +242,9 @@ def _reranking(commands, search):
                              "write its scores")
     search.add_argument("--rerank-top-k", type=int, metavar="K",
                         help="the embedder's results per query that --rerank reorders (default: 50; at least --top-k)")
+    search.add_argument("--rerank-weight", type=float, metavar="W",
+                        help="order by W x the reranker's standardised logit + (1 - W) x the embedder's standardised "
+                             "score, per query (default: the reranker alone; the semantic-search example uses 0.25)")
     rerank = _command(commands, "rerank", "Rerank documents for queries with a cross-encoder (BERT reading the "
                       "query and the document together): a table of query, rank, score, text, row.")
     rerank.add_argument("model", help="a trained reranker: a BertReranker preset directory, or a sentence-transformers "

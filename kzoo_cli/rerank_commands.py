@@ -1,6 +1,7 @@
 """The `kzoo` commands of cross-encoder reranking (BERT sec. 4.1 with one output; Nogueira &
 Cho 2019): `kzoo rerank` (documents ordered by a `kzoo.BertReranker`'s score for each query)
-and `kzoo search --rerank MODEL` (the embedder's top `--rerank-top-k`, reordered). MODEL is a
+and `kzoo search --rerank MODEL` (the embedder's top `--rerank-top-k`, reordered, by the reranker
+alone or with `--rerank-weight W` by its score interpolated with the embedder's). MODEL is a
 trained reranker: a preset directory saved by `BertReranker.save_to_preset`, or a
 sentence-transformers `CrossEncoder` directory (a Hugging Face `BertForSequenceClassification`
 with one label). Arguments and files are checked before kzoo is imported."""
@@ -56,9 +57,10 @@ def check_search_options(args):
     """`kzoo search`'s `--rerank MODEL` and `--rerank-top-k K`, checked before kzoo loads:
     the number of the embedder's results per query to rerank (at least `--top-k`), else None."""
     if args.rerank is None:
-        if args.rerank_top_k is not None:
-            raise CommandError("--rerank-top-k says how many of the embedder's results --rerank MODEL reorders: "
-                               "give --rerank MODEL too, or leave it out.")
+        for option, value in (("--rerank-top-k", args.rerank_top_k), ("--rerank-weight", args.rerank_weight)):
+            if value is not None:
+                raise CommandError(f"{option} says how --rerank MODEL reorders the embedder's results: give "
+                                   "--rerank MODEL too, or leave it out.")
         return None
     check_reranker(args.rerank, "--rerank")
     depth = DEFAULT_RERANK_TOP_K if args.rerank_top_k is None else args.rerank_top_k
@@ -66,6 +68,9 @@ def check_search_options(args):
     if depth < args.top_k:
         raise CommandError(f"--rerank-top-k {depth} is less than --top-k {args.top_k}: the reranker reorders the "
                            "embedder's first --rerank-top-k results and keeps --top-k of them.")
+    if args.rerank_weight is not None and not 0 <= args.rerank_weight <= 1:
+        raise CommandError(f"--rerank-weight is the reranker's share of each result's score, from 0 (the embedder's "
+                           f"order) to 1 (the reranker's); got {args.rerank_weight:g}.")
     return depth
 
 
@@ -99,10 +104,10 @@ def load_reranker(model):
     return kzoo.BertReranker.from_preset(model)
 
 
-def reranked(reranker, queries, documents, candidates, top_k, batch_size):
+def reranked(reranker, queries, documents, candidates, top_k, batch_size, candidate_scores=None, weight=None):
     """`BertReranker.rerank`, its progress off standard output."""
     with contextlib.redirect_stdout(sys.stderr):  # progress must not mix with what goes to stdout
-        return reranker.rerank(queries, documents, candidates, top_k, batch_size)
+        return reranker.rerank(queries, documents, candidates, top_k, batch_size, candidate_scores, weight)
 
 
 def result_rows(queries, texts, scores, indices):

@@ -79,6 +79,21 @@ def test_search_rerank_reorders_the_embedders_top_results(presets):
         np.testing.assert_allclose([float(row["score"]) for row in rows[2 * i: 2 * i + 2]], scores[best], atol=1e-5)
 
 
+def test_search_rerank_weight_interpolates_with_the_embedders_scores(presets):
+    root, reranker, embedder = presets
+    rows = table(run_here("search", root / "embedder", "--corpus", root / "documents.csv", "--column", "doc",
+                          "--top-k", "3", "--rerank", root / "reranker", "--rerank-top-k", "5", "--rerank-weight",
+                          "0.4", stdin="\n".join(QUERIES) + "\n"))
+    cosines, found = embedder.search(QUERIES, DOCUMENTS, top_k=5)
+    scores, indices = reranker.rerank(QUERIES, DOCUMENTS, found, top_k=3, candidate_scores=cosines, weight=0.4)
+    assert [int(row["row"]) for row in rows] == indices.ravel().tolist()
+    # The random reranker's logits differ by about 1e-5 around -0.0027: standardised, float32's rounding of
+    # them (the command's compiled predict against this one) grows to about 1e-4.
+    np.testing.assert_allclose([float(row["score"]) for row in rows], scores.ravel(), atol=1e-3)
+    alone = reranker.rerank(QUERIES, DOCUMENTS, found, top_k=3)[1]
+    assert indices.tolist() != alone.tolist() != found[:, :3].tolist()  # neither stage's order alone
+
+
 def test_bad_rerank_arguments_are_refused_in_kzoos_words(presets, tmp_path):
     root, _, _ = presets
     documents = ("--documents", root / "documents.csv", "--column", "doc")
@@ -94,6 +109,9 @@ def test_bad_rerank_arguments_are_refused_in_kzoos_words(presets, tmp_path):
     search = ("search", root / "embedder", "--corpus", root / "documents.csv", "--column", "doc", "--queries",
               root / "documents.csv", "--query-column", "doc")
     expect_error(run_here(*search, "--rerank-top-k", "5"), "give --rerank MODEL too")
+    expect_error(run_here(*search, "--rerank-weight", "0.5"), "--rerank-weight says how", "give --rerank MODEL too")
+    expect_error(run_here(*search, "--rerank", root / "reranker", "--top-k", "2", "--rerank-weight", "1.5"),
+                 "--rerank-weight is the reranker's share", "got 1.5")
     expect_error(run_here(*search, "--rerank", root / "reranker", "--rerank-top-k", "5"),
                  "--rerank-top-k 5 is less than --top-k 10")
     expect_error(run_here(*search, "--rerank", tmp_path / "missing"), "--rerank", "is not a directory")

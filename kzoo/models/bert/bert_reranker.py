@@ -2,6 +2,8 @@
 score each (BERT sec. 4.1, Figure 4a, with one output; Nogueira & Cho 2019, "Passage
 Re-ranking with BERT", sec. 2), sentence-transformers' `CrossEncoder` checkpoints in and out."""
 
+import numbers
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -205,7 +207,7 @@ class BertReranker(Task):
         order = np.argsort(-scores, kind="stable")[:top_k].astype("int64")
         return scores[order], order
 
-    def rerank(self, queries, documents, candidates, top_k=None, batch_size=32):
+    def rerank(self, queries, documents, candidates, top_k=None, batch_size=32, candidate_scores=None, weight=None):
         """Each query's candidate documents reordered by score, best first (equal scores in
         candidate order): the second stage of retrieve-then-rerank, `candidates` being a first
         stage's results, e.g. the `indices` of `kzoo.BertTextEmbedder.search`.
@@ -216,10 +218,21 @@ class BertReranker(Task):
             candidates: int array `(queries, c)`. Each query's candidates, rows of `documents`.
             top_k: int or None. Results kept per query, at most c. Defaults to `None`: all c.
             batch_size: int. Pairs per batch. Defaults to `32`.
+            candidate_scores: float array `(queries, c)` or None. The first stage's score of each
+                candidate (the `scores` of `kzoo.BertTextEmbedder.search`), interpolated with the
+                reranker's: give `weight` too. Defaults to `None`.
+            weight: float in [0, 1] or None. The reranker's share of the interpolated score
+                `weight * z(logits) + (1 - weight) * z(candidate_scores)`, z standardising each
+                query's row to mean 0 and standard deviation 1: a convex combination of
+                normalised scores (Bruch, Gai & Ingber 2023, "An Analysis of Fusion Functions for
+                Hybrid Retrieval"), which lets a reranker that ranks below its embedder alone still
+                lift it as a second signal. Choose it on validation queries. Defaults to `None`:
+                the reranker's order alone.
 
         Returns:
             `(scores, indices)`: NumPy arrays `(queries, top_k)`, float32 scores (as
-            `predict_scores`) and int64 rows of `documents`.
+            `predict_scores`; the interpolated ones when `weight` is given) and int64 rows of
+            `documents`.
 
         Example:
 
@@ -230,6 +243,10 @@ class BertReranker(Task):
         >>> scores, indices = reranker.rerank(["one", "two"], ["one", "two", "three"], [[2, 0], [1, 2]], top_k=1)
         >>> indices.shape, set(indices[1].tolist()) <= {1, 2}
         ((2, 1), True)
+        >>> scores, indices = reranker.rerank(["one"], ["one", "two", "three"], [[2, 0]], candidate_scores=[[0.9, 0.1]],
+        ...                                   weight=0.0)  # the first stage's order: z-scores 1 and -1
+        >>> indices.tolist(), scores.tolist()
+        ([[2, 0]], [[1.0, -1.0]])
         """
         candidates = np.asarray(candidates)
         for name, texts in (("queries", queries), ("documents", documents)):
@@ -252,9 +269,16 @@ class BertReranker(Task):
             raise ValueError(
                 f"top_k must be an int in [1, {candidates.shape[1]}] (the candidates per query); got {top_k!r}."
             )
+        if weight is not None or candidate_scores is not None:
+            candidate_scores = _interpolation_scores(candidate_scores, weight, candidates.shape)
         pairs = ([query for query in queries for _ in range(candidates.shape[1])],
                  [documents[j] for j in candidates.ravel()])
-        scores = self.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
+        if weight is None:
+            scores = self.predict_scores(pairs, batch_size=batch_size).reshape(candidates.shape)
+        else:  # logits, not their sigmoid: it would flatten the margins between confident scores
+            logits = keras.ops.convert_to_numpy(self.predict(pairs, batch_size=batch_size, verbose=0))
+            logits = np.asarray(logits, "float64")[:, 0].reshape(candidates.shape)
+            scores = (weight * _standardised(logits) + (1 - weight) * _standardised(candidate_scores)).astype("float32")
         order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
         return np.take_along_axis(scores, order, axis=1), np.take_along_axis(candidates, order, axis=1).astype("int64")
 
@@ -296,6 +320,32 @@ class BertReranker(Task):
 
     def _length_batches(self, x, *arguments, **options):
         return (_CandidateLists if x["token_ids"].ndim == 3 else LengthBatches)(x, *arguments, **options)
+
+
+def _interpolation_scores(candidate_scores, weight, shape):
+    """`rerank`'s `candidate_scores` as float64, checked with `weight`; a `ValueError` in kzoo's words else."""
+    if candidate_scores is None or weight is None:
+        raise ValueError(
+            "BertReranker.rerank interpolates with the first stage when given both candidate_scores (its score of "
+            "each candidate) and weight (the reranker's share, in [0, 1]): pass both, or neither for the "
+            "reranker's order alone."
+        )
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 <= weight <= 1:
+        raise ValueError(f"weight is the reranker's share of the interpolated score, a number in [0, 1]; got "
+                         f"{weight!r}.")
+    scores = np.asarray(candidate_scores)
+    if scores.shape != shape or scores.dtype.kind not in "fiu" or not np.isfinite(scores).all():
+        raise ValueError(
+            f"candidate_scores must be finite numbers shaped as candidates, {shape}: the first stage's score of each "
+            f"candidate; got {scores.dtype} of shape {scores.shape}."
+        )
+    return scores.astype("float64")
+
+
+def _standardised(scores):
+    """Each row at mean 0 and standard deviation 1 (a row of equal scores: 0)."""
+    centred = scores - scores.mean(axis=1, keepdims=True)
+    return centred / np.maximum(centred.std(axis=1, keepdims=True), 1e-12)
 
 
 def _is_column(value):

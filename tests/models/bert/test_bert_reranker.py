@@ -234,3 +234,40 @@ def test_rerank_orders_each_querys_candidates_as_rank_does():
         arguments = {"queries": LIST_QUERIES[:2], "documents": documents, "candidates": candidates, **bad}
         with pytest.raises(ValueError, match=message):
             reranker.rerank(**arguments)
+
+
+def test_rerank_interpolates_standardised_logits_with_the_first_stage():
+    keras.utils.set_random_seed(0)
+    reranker = kzoo.BertReranker(tiny_backbone(hidden_dim=16), preprocessor=kzoo.BertTokenizer(VOCABULARY))
+    documents = [*LIST_POSITIVES, "bad team"]
+    candidates = np.array([[4, 0, 2, 1], [1, 3, 0, 2]])
+    first = np.array([[0.9, 0.5, 0.4, -0.2], [3.0, 1.0, 0.0, -1.0]], "float32")  # any scale: each row standardised
+    # A random head scores these pairs within 1e-5 of each other: scaled, they stand far above float noise.
+    reranker.logits.kernel.assign(reranker.logits.kernel * 1e4)
+    logits = keras.ops.convert_to_numpy(reranker.predict(  # the pairs rerank scores, in its order
+        ([query for query in LIST_QUERIES[:2] for _ in range(4)], [documents[j] for j in candidates.ravel()]),
+        verbose=0))[:, 0].reshape(2, 4)
+    assert np.ptp(logits, axis=1).min() > 1e-2
+
+    def z(rows):
+        return (rows - rows.mean(1, keepdims=True)) / rows.std(1, keepdims=True)
+
+    for weight in (0.0, 0.4, 1.0):
+        expected = weight * z(logits.astype("float64")) + (1 - weight) * z(first.astype("float64"))
+        order = np.argsort(-expected, axis=1, kind="stable")
+        scores, indices = reranker.rerank(LIST_QUERIES[:2], documents, candidates, top_k=3, candidate_scores=first,
+                                          weight=weight)
+        assert indices.tolist() == np.take_along_axis(candidates, order, 1)[:, :3].tolist() and scores.dtype == np.float32
+        np.testing.assert_allclose(scores, np.take_along_axis(expected, order, 1)[:, :3], atol=1e-5)
+        if weight == 0.0:
+            assert indices.tolist() == candidates[:, :3].tolist()  # the first stage's own order
+        if weight == 1.0:  # the logits' own order (their sigmoids, about 1 - 1e-9 here, tie in float32)
+            assert indices.tolist() == np.take_along_axis(candidates, np.argsort(-logits, 1), 1)[:, :3].tolist()
+    arguments = {"queries": LIST_QUERIES[:2], "documents": documents, "candidates": candidates}
+    for bad, message in (({"weight": 0.5}, "pass both, or neither"), ({"candidate_scores": first}, "pass both"),
+                         ({"candidate_scores": first, "weight": 1.5}, r"a number in \[0, 1\]; got 1.5"),
+                         ({"candidate_scores": first, "weight": True}, r"a number in \[0, 1\]"),
+                         ({"candidate_scores": first[:, :3], "weight": 0.5}, r"shaped as candidates, \(2, 4\)"),
+                         ({"candidate_scores": np.where(first > 2, np.nan, first), "weight": 0.5}, "finite numbers")):
+        with pytest.raises(ValueError, match=message):
+            reranker.rerank(**arguments, **bad)
