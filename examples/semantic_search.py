@@ -31,7 +31,7 @@
    64) on labelled pairs, each training query with its own document (label 1,
    weighted 2: binary cross-entropy's `pos_weight` 2), the 2 documents the
    released embedder ranks first after it (`kzoo.mine_hard_negatives`) and 1
-   drawn at random (label 0): 4 pairs per query, 4 epochs in batches of 16,
+   drawn at random (label 0): 4 pairs per query, 6 epochs in batches of 16,
    peak learning rate 5e-5 (BERT's fine-tuning AdamW): "recipe R" of the
    embeddings guide. The negatives are the released embedder's, not the
    fine-tuned one's: the recipe was measured with them, and the fine-tuned
@@ -120,7 +120,7 @@ def parse_args():
     parser.add_argument("--matryoshka-dims", type=widths, default=None, metavar="D,D,...",
                         help="also fine-tune the released model with kzoo.MatryoshkaLoss at these widths "
                              "(e.g. 384,256,128,64) and report recall@10 and MRR@10 at each width")
-    parser.add_argument("--rerank-epochs", type=int, default=4,
+    parser.add_argument("--rerank-epochs", type=int, default=6,
                         help="epochs of a reranker's fine-tuning, then its second stage (0: none)")
     parser.add_argument("--rerank-top-k", type=int, default=50,
                         help="the fine-tuned embedder's results that the reranker reorders, per query")
