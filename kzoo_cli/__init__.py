@@ -71,6 +71,9 @@ def main(argv=None, prog="kzoo"):
     except CommandError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+    # TensorFlow logs C++ lines that report nothing wrong (cuInit's error 303 on a machine without an NVIDIA
+    # driver, at its first op): the command, an application, keeps them off unless TF_CPP_MIN_LOG_LEVEL is set.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if "keras" in sys.modules and sys.modules["keras"].backend.backend() != backend:
         # Keras fixed its backend when it was imported (`python -m kzoo` imports kzoo first):
         # the command runs in a fresh interpreter that starts on the backend asked for.

@@ -29,3 +29,15 @@ def test_the_filter_knows_tensorflows_loading_lines():
     assert STARTUP_LINES.search("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR")
     assert STARTUP_LINES.search("I0000 00:00:1.2    8391 cudart_stub.cc:31] Could not find cuda drivers on your machine")
     assert not STARTUP_LINES.search("Traceback (most recent call last):")
+
+
+def test_the_command_hides_tensorflows_c_plus_plus_log_unless_asked(monkeypatch, capsys):
+    from kzoo_cli import main
+
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "")  # recorded, so that the test leaves the variable as it was
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL")
+    assert main(["presets", "--family", "transformer"]) == 0
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"  # before TensorFlow's first op logs cuInit's error 303
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    assert main(["presets", "--family", "transformer"]) == 0
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"  # the user's own setting wins
