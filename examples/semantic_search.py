@@ -56,12 +56,11 @@
    vector, scaled back to unit length: `encode(..., truncate_dim=d)`).
 
 The defaults (1 epoch, batch 32, sequence length 256, the model's own
-maximum) with `--rerank-epochs 2` (2 epochs of 4,208 pairs) took 56 minutes
-with PyTorch on 2 cores shared with other work (load 1.2 to 6, median 4.6;
-48 minutes of CPU time): 9 fine-tuning the embedder, 41 the reranker, 2.5
-mining its negatives and 2.3 reranking (README, "Sentence embeddings and
-semantic search": after 2 epochs the reranker still ranks below the
-embedder, alone and fused, so the stage is off unless asked for). `--smoke` runs every step above
+maximum; 6 reranker epochs) take about 56 minutes of CPU time with PyTorch
+(2 cores, AVX2: 51 minutes of wall time beside the test suite); with 4
+reranker epochs, on a quiet machine, 17 minutes: 2.2 fine-tuning the
+embedder, 9.7 the reranker, 4.4 reranking twice (README, "Sentence
+embeddings and semantic search"). `--smoke` runs every step above
 on the small BERT that `bert_pretraining.py --smoke` saved (all_minilm_l6_v2
 when that has not run: three times the CPU time), with 24 training and 12
 held-out pairs at sequence length 16 (one rung of the padding ladder; the
