@@ -395,3 +395,45 @@ def test_generate_moving_written_slots_only_keeps_the_beams(head_dims):
     everything = beam_search(model.next_token_logits, cache, keras.ops.full((3,), 2, "int32"), end_id=3,
                              max_length=12, beam_size=3, length_penalty=0.6)
     np.testing.assert_array_equal(tokens, keras.ops.convert_to_numpy(everything))
+
+
+def test_cross_entropy_terms_equal_numpys_log_softmax_and_its_gradient():
+    """Both forms (`log_softmax` on torch, `logsumexp` elsewhere) give NumPy's
+    log-softmax terms on wide logits, and a smoothed loss built from them has
+    the gradient softmax - q (q: the smoothed target distribution)."""
+    from kzoo.backend import cross_entropy_terms
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 30, (3, 5, 50)).astype("float32")  # far from 0: the forms must be stable
+    labels = rng.integers(0, 50, (3, 5)).astype("int32")
+    shifted = logits.astype("float64") - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    nll, uniform = (keras.ops.convert_to_numpy(t) for t in cross_entropy_terms(logits, labels))
+    np.testing.assert_allclose(nll, -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(uniform, -log_probs.mean(-1), rtol=1e-5, atol=1e-4)
+
+    def loss(z):
+        nll, uniform = cross_entropy_terms(z, labels)
+        return keras.ops.sum(0.9 * nll + 0.1 * uniform)
+
+    q = np.full(logits.shape, 0.1 / 50) + 0.9 * (np.arange(50) == labels[..., None])
+    expected = np.exp(log_probs) - q
+    if BACKEND == "jax":
+        import jax
+
+        gradient = np.asarray(jax.grad(loss)(logits))
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        z = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            value = loss(z)
+        gradient = tape.gradient(value, z).numpy()
+    else:
+        import torch
+
+        z = torch.tensor(logits, requires_grad=True)
+        loss(z).backward()
+        gradient = z.grad.numpy()
+    np.testing.assert_allclose(gradient, expected, atol=1e-6)

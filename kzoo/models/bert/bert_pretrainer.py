@@ -27,6 +27,7 @@ Labels:
 import keras
 from keras import ops
 
+from kzoo import backend
 from kzoo.distribution import replica_loss
 from kzoo.models.bert.bert_fill_mask import BertFillMask
 from kzoo.models.bert.bert_backbone import INPUT_NAMES, bert_initializer, bert_inputs
@@ -249,7 +250,7 @@ class BertPretrainer(BertFillMask, Task):
         logits = ops.cast(y_pred["mlm_logits"], "float32")
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
         weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
-        mlm = ops.sparse_categorical_crossentropy(ops.reshape(y["mask_ids"], (-1,)), logits, from_logits=True)
+        mlm, _ = backend.cross_entropy_terms(logits, ops.reshape(y["mask_ids"], (-1,)))
         predictions = ops.maximum(ops.sum(weights), _EPSILON) if normalisers is None else normalisers["mlm"]
         losses = {"mlm_loss": ops.sum(mlm * weights) / predictions}
         if self.with_next_sentence_prediction:

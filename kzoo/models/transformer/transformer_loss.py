@@ -11,6 +11,8 @@ integer targets directly and leaves padding out.
 import keras
 from keras import ops
 
+from kzoo import backend
+
 
 def _check_shapes(caller, y_true, y_pred):
     if len(y_true.shape) != 2 or len(y_pred.shape) != 3 or (
@@ -41,14 +43,6 @@ def token_weights(y_true, padding_id, sample_weight=None):
     if len(sample_weight.shape) == 1:
         sample_weight = ops.expand_dims(sample_weight, -1)
     return weight * sample_weight
-
-
-def _log_probabilities(y_true, y_pred):
-    """log softmax of the logits in float32 `(batch, tgt, vocab)`, and the
-    target's entry of it `(batch, tgt)`."""
-    log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-    labels = ops.expand_dims(ops.cast(y_true, "int32"), -1)
-    return log_probs, ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -130,9 +124,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def call(self, y_true, y_pred):
-        log_probs, target_log_probs = _log_probabilities(y_true, y_pred)  # (b, t, V), (b, t)
-        smoothing = self.label_smoothing
-        return -(1.0 - smoothing) * target_log_probs - smoothing * ops.mean(log_probs, axis=-1)
+        nll, uniform = backend.cross_entropy_terms(ops.cast(y_pred, "float32"), y_true)  # (b, t) each
+        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
 
     def get_config(self):
         config = super().get_config()
@@ -175,9 +168,9 @@ class TokenPerplexity(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
         _check_shapes(type(self).__name__, y_true, y_pred)
-        _, target_log_probs = _log_probabilities(y_true, y_pred)
+        nll, _ = backend.cross_entropy_terms(ops.cast(y_pred, "float32"), y_true)
         weight = token_weights(y_true, self.padding_id, sample_weight)
-        self.total.assign_add(ops.cast(-ops.sum(target_log_probs * weight), self.dtype))
+        self.total.assign_add(ops.cast(ops.sum(nll * weight), self.dtype))
         self.count.assign_add(ops.cast(ops.sum(weight), self.dtype))
 
     def result(self):
