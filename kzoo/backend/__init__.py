@@ -1,7 +1,8 @@
 """Backend-specific code, in one marked place: one module per engine
 (`tensorflow`, `jax`, `torch`; JAX and torch imported only when that engine
 runs, TensorFlow always, as it runs kzoo's data path), the functions here
-that pick one, and the input checks that read values (the last section).
+that pick one (for a search's key/value caches in `decoding`, re-exported), the
+and the input checks that read values (the last section).
 Model and layer code is plain `keras.ops`. What each fast path buys is
 measured on the documentation's benchmarks page. `import kzoo` changes no
 process state (torch keeps its own thread count: one per core).
@@ -57,6 +58,15 @@ import numpy as np
 import tensorflow as tf
 
 from kzoo.backend import jax, tensorflow, torch
+from kzoo.backend.decoding import (  # noqa: F401 (kzoo.backend's names)
+    attention_layout,
+    cache_attention,
+    cache_lengths,
+    cache_rows,
+    search_loop,
+    take_rows,
+    write_cache,
+)
 from kzoo.backend.limits import VOCABULARY_ADVICE, IdsLimit, LengthLimit, ids_error, ids_message, length_message
 
 
@@ -173,89 +183,6 @@ def cross_entropy_terms(logits, labels):
     total = ops.logsumexp(logits, axis=-1)
     return (total - ops.squeeze(ops.take_along_axis(logits, labels, axis=-1), -1),
             total - ops.sum(logits, axis=-1) / size)
-
-
-def write_cache(cache, update, index):
-    """`cache` `(batch, slots, ...)` with `update` `(batch, n, ...)` written at
-    slots `index .. index + n - 1`: on torch inside `search_loop` in place
-    (the tensor returned is `cache`; Keras' `slice_update` copied the whole
-    buffer every decoder step), else into a copy; a new tensor elsewhere (`ops.slice_update`)."""
-    if keras.backend.backend() == "torch":
-        return torch.write_cache(cache, update, index)
-    start = [0, index] + [0] * (len(cache.shape) - 2)
-    return keras.ops.slice_update(cache, start, keras.ops.cast(update, cache.dtype))
-
-
-@contextlib.contextmanager
-def search_loop(steps=None):
-    """A context for a search loop that owns its caches (`Transformer.generate`):
-    on torch `write_cache` writes in place, and `steps` (from `decoder_steps`)
-    look the model's variables up once, not at every call (half a millisecond
-    a step, a tenth of a greedy one). Outside it, and on the other backends, a
-    write leaves the cache passed as it was, the same on all."""
-    if keras.backend.backend() != "torch":
-        yield
-        return
-    with torch.owned_caches(), (steps.fixed_weights() if isinstance(steps, torch.TracedCalls)
-                                else contextlib.nullcontext()):
-        yield
-
-
-def cache_attention(query, key_cache, value_cache, mask, scale, length=None):
-    """`ops.dot_product_attention(query, key_cache, value_cache, mask=mask,
-    scale=scale)` where `mask` (bool `(batch, heads, T, slots)`, broadcastable,
-    or None) leaves the slots from `length` on (int or scalar tensor; None:
-    none) unattended: on torch over the first `length` slots only, read where
-    they lie (`torch.cache_attention`; Keras copies the keys and values heads
-    first every call); elsewhere over all, masked (static shapes)."""
-    if keras.backend.backend() == "torch":
-        return torch.cache_attention(query, key_cache, value_cache, mask, scale, length)
-    return keras.ops.dot_product_attention(query, key_cache, value_cache, mask=mask, scale=scale)
-
-
-def attention_layout(cache):
-    """A key/value cache `(batch, slots, heads, dim)`, on torch stored heads
-    first (same shape and values: the layout its attention kernel reads twice
-    as fast, kept by `take_rows`, `cache_rows`, `write_cache`); as is elsewhere."""
-    return torch.attention_layout(cache) if keras.backend.backend() == "torch" else cache
-
-
-def take_rows(x, rows):
-    """`ops.take(x, rows, axis=0)`, on torch in `x`'s memory layout (`attention_layout`)."""
-    return torch.take_rows(x, rows) if keras.backend.backend() == "torch" else keras.ops.take(x, rows, axis=0)
-
-
-def cache_rows():
-    """A function `(cache, rows, length) -> tensor`: the rows `rows` (int
-    `(n,)`) of a key/value cache `(batch, slots, ...)` whose slots from `length`
-    on hold zeros, as `ops.take(cache, rows, axis=0)`. On torch only the first
-    `length` slots move, into caches it took before and that are free now
-    (`torch.CacheRows`: a beam step moved whole new buffers, then most of its
-    time); elsewhere all of them. One per search: each call frees `cache`."""
-    if keras.backend.backend() == "torch":
-        return torch.CacheRows()
-    return lambda cache, rows, length: keras.ops.take(cache, rows, axis=0)
-
-
-def cache_lengths(max_length):
-    """The key/value cache lengths a search grows through to `max_length`
-    (`beam_search`'s `grow_cache`): on torch `(max_length,)`, whose steps read
-    and move the written slots only; elsewhere 16, 32, 64, ... while 1.5 times
-    the rung fits, then `max_length` (static shapes: a step reads, and a beam
-    step moves, the whole cache; a longer ladder compiles more loops).
-
-    Example:
-
-    >>> expected = (66,) if keras.backend.backend() == "torch" else (16, 32, 66)
-    >>> cache_lengths(66) == expected, cache_lengths(200)[-1]
-    (True, 200)
-    """
-    if keras.backend.backend() == "torch":
-        return (max_length,)
-    lengths, rung = [], 16
-    while rung * 1.5 <= max_length:
-        lengths, rung = lengths + [rung], rung * 2
-    return (*lengths, max_length)
 
 
 def variable_length_batches(data):
