@@ -1,7 +1,7 @@
 """Backend-specific code, in one marked place: one module per engine
 (`tensorflow`, `jax`, `torch`; JAX and torch imported only when that engine
 runs, TensorFlow always, as it runs kzoo's data path), the functions here
-that pick one (for a search's key/value caches in `decoding`, re-exported), the
+that pick one (for a search's key/value caches in `decoding`, re-exported),
 and the input checks that read values (the last section).
 Model and layer code is plain `keras.ops`. What each fast path buys is
 measured on the documentation's benchmarks page. `import kzoo` changes no
