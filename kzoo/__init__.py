@@ -18,7 +18,7 @@ Public API:
 - `kzoo.Transformer` ("Attention Is All You Need", Vaswani et al., 2017):
   the encoder-decoder with its Table 3 presets, `kzoo.TransformerTokenizer`,
   `kzoo.TransformerPreprocessor`, the training recipe
-  (`kzoo.transformer_optimizer`, `kzoo.TransformerSchedule`,
+  (`kzoo.transformer_optimizer`, `kzoo.TransformerAdam`, `kzoo.TransformerSchedule`,
   `kzoo.LabelSmoothedCrossEntropy`, `kzoo.CheckpointAveraging`), greedy and
   beam search (`Transformer.generate`, `kzoo.translate` on raw text) and
   `kzoo.corpus_bleu`.
@@ -76,6 +76,7 @@ from kzoo.models.transformer import (
     CheckpointAveraging,
     LabelSmoothedCrossEntropy,
     Transformer,
+    TransformerAdam,
     TransformerPreprocessor,
     TransformerSchedule,
     TransformerTokenizer,
@@ -131,6 +132,7 @@ __all__ = [
     "RerankingLoss",
     "RetrievalEvaluator",
     "Transformer",
+    "TransformerAdam",
     "TransformerPreprocessor",
     "TransformerSchedule",
     "TransformerTokenizer",

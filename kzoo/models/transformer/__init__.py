@@ -9,7 +9,7 @@ from kzoo.models.transformer.transformer_loss import (
     MaskedAccuracy,
     TokenPerplexity,
 )
-from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
+from kzoo.models.transformer.transformer_optimizer import TransformerAdam, transformer_optimizer
 from kzoo.models.transformer.transformer_parameters import transformer_parameter_count
 from kzoo.models.transformer.transformer_preprocessor import TransformerPreprocessor
 from kzoo.models.transformer.transformer_schedule import TransformerSchedule
@@ -24,6 +24,7 @@ __all__ = [
     "MaskedAccuracy",
     "TokenPerplexity",
     "Transformer",
+    "TransformerAdam",
     "TransformerPreprocessor",
     "TransformerSchedule",
     "TransformerTokenizer",

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 
+import kzoo
 from kzoo.models.transformer.transformer_optimizer import transformer_optimizer
 from kzoo.models.transformer.transformer_schedule import TransformerSchedule
 
@@ -125,3 +126,28 @@ def test_schedule_drives_compiled_training(tmp_path):
                                                         "gradient_accumulation_steps": 1}
     assert int(restored.optimizer.iterations) == 5
     np.testing.assert_allclose(float(restored.optimizer.learning_rate), 0.5 * 6 * 10**-1.5, rtol=1e-6)
+
+
+def test_transformer_adam_steps_as_torch_adam():
+    """`transformer_optimizer`'s Adam (on torch one fused kernel) takes the steps of
+    `torch.optim.Adam`, Algorithm 1, on every backend, with gradients small next to
+    epsilon's scale, where Keras' `Adam` (epsilon added to sqrt(v)) moves less."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(3, 4))
+    grads = [rng.normal(size=start.shape) * 10.0 ** -rng.integers(5, 8) for _ in range(4)]
+    optimizer = transformer_optimizer(hidden_dim=16, warmup_steps=2, epsilon=1e-7)
+    assert type(keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))) is kzoo.TransformerAdam
+    variable = keras.Variable(start.astype("float32"))
+    reference = torch.nn.Parameter(torch.tensor(start, dtype=torch.float32))
+    torch_optimizer = torch.optim.Adam([reference], lr=1.0, betas=(0.9, 0.98), eps=1e-7)
+    for step, gradient in enumerate(grads):
+        for group in torch_optimizer.param_groups:
+            group["lr"] = 16**-0.5 * min((step + 1) ** -0.5, (step + 1) * 2**-1.5)  # eq. 3
+        optimizer.apply([keras.ops.convert_to_tensor(gradient, "float32")], [variable])
+        reference.grad = torch.tensor(gradient, dtype=torch.float32)
+        torch_optimizer.step()
+    moved = np.abs(start - keras.ops.convert_to_numpy(variable))
+    assert moved.min() > 0.05  # four real steps, not damped by epsilon
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), reference.detach().numpy(), rtol=1e-4, atol=1e-5)
