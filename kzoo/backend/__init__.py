@@ -158,31 +158,37 @@ def decoder_steps(model, step):
     return torch.TracedCalls(model, step)
 
 
-def cross_entropy_terms(logits, labels):
-    """Per position, `-log p(label)` and `-mean_v log p(v)` with `p =
-    softmax(logits)` (float32 `(..., V)`, int `(...)`): the two terms of a
-    label-smoothed cross-entropy. On torch from `log_softmax` (its fused
-    backward), elsewhere as `logsumexp(z) - z_label` and `logsumexp(z) -
-    mean(z)`: XLA differentiates the log-softmax tensor slowly (forward and
-    backward at 128 x 16 x 3,857: JAX 42 -> 8 ms, TensorFlow 18 -> 13; torch
-    20, or 30 this way).
+def cross_entropy(logits, labels, label_smoothing=0.0):
+    """Per position, the cross-entropy of `softmax(logits)` (float32 `(..., V)`)
+    against `labels` (int `(...)`) smoothed with ε = `label_smoothing`:
+    `(1 - ε) · -log p(label) + ε · -mean_v log p(v)`. On torch from
+    `log_softmax` (its fused backward), elsewhere from `logsumexp(z) - z_label`
+    and `logsumexp(z) - mean(z)`: XLA differentiates the log-softmax tensor
+    slowly (forward and backward at 128 x 16 x 3,857: JAX 42 -> 8 ms,
+    TensorFlow 18 -> 13; torch 20, or 30 this way).
 
     Example:
 
     >>> import numpy as np
-    >>> nll, uniform = cross_entropy_terms(np.log(np.array([[0.5, 0.25, 0.25]], "float32")), np.array([0]))
-    >>> [round(float(t[0]), 4) for t in (nll, uniform)]  # -log 0.5; -(log 0.5 + 2 log 0.25) / 3
-    [0.6931, 1.1552]
+    >>> logits, labels = np.log(np.array([[0.5, 0.25, 0.25]], "float32")), np.array([0])
+    >>> round(float(cross_entropy(logits, labels)[0]), 4)  # -log 0.5
+    0.6931
+    >>> round(float(cross_entropy(logits, labels, 1.0)[0]), 4)  # -(log 0.5 + 2 log 0.25) / 3
+    1.1552
     """
     ops = keras.ops
     labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
     size = logits.shape[-1]
     if keras.backend.backend() == "torch":
-        log_probs = ops.log_softmax(logits, axis=-1)  # a sum, not a mean: torch's mean backward divides a (..., V) copy
-        return -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1), ops.sum(log_probs, axis=-1) / -size
-    total = ops.logsumexp(logits, axis=-1)
-    return (total - ops.squeeze(ops.take_along_axis(logits, labels, axis=-1), -1),
-            total - ops.sum(logits, axis=-1) / size)
+        log_probs = ops.log_softmax(logits, axis=-1)
+        loss = -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
+        # A sum, not a mean: torch's mean backward divides a (..., V) copy.
+        uniform = ops.sum(log_probs, axis=-1) / -size if label_smoothing else None
+    else:
+        total = ops.logsumexp(logits, axis=-1)
+        loss = total - ops.squeeze(ops.take_along_axis(logits, labels, axis=-1), -1)
+        uniform = total - ops.sum(logits, axis=-1) / size if label_smoothing else None
+    return (1.0 - label_smoothing) * loss + label_smoothing * uniform if label_smoothing else loss
 
 
 def variable_length_batches(data):

@@ -397,24 +397,24 @@ def test_generate_moving_written_slots_only_keeps_the_beams(head_dims):
     np.testing.assert_array_equal(tokens, keras.ops.convert_to_numpy(everything))
 
 
-def test_cross_entropy_terms_equal_numpys_log_softmax_and_its_gradient():
+def test_cross_entropy_equals_numpys_log_softmax_and_has_its_gradient():
     """Both forms (`log_softmax` on torch, `logsumexp` elsewhere) give NumPy's
-    log-softmax terms on wide logits, and a smoothed loss built from them has
-    the gradient softmax - q (q: the smoothed target distribution)."""
-    from kzoo.backend import cross_entropy_terms
+    log-softmax cross-entropy on wide logits, plain and smoothed, and the
+    smoothed loss has the gradient softmax - q (q: the smoothed target distribution)."""
+    from kzoo.backend import cross_entropy
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 30, (3, 5, 50)).astype("float32")  # far from 0: the forms must be stable
     labels = rng.integers(0, 50, (3, 5)).astype("int32")
     shifted = logits.astype("float64") - logits.max(-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-    nll, uniform = (keras.ops.convert_to_numpy(t) for t in cross_entropy_terms(logits, labels))
-    np.testing.assert_allclose(nll, -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0], rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(uniform, -log_probs.mean(-1), rtol=1e-5, atol=1e-4)
+    nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(cross_entropy(logits, labels)), nll, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(cross_entropy(logits, labels, 0.1)),
+                               0.9 * nll - 0.1 * log_probs.mean(-1), rtol=1e-5, atol=1e-4)
 
     def loss(z):
-        nll, uniform = cross_entropy_terms(z, labels)
-        return keras.ops.sum(0.9 * nll + 0.1 * uniform)
+        return keras.ops.sum(cross_entropy(z, labels, 0.1))
 
     q = np.full(logits.shape, 0.1 / 50) + 0.9 * (np.arange(50) == labels[..., None])
     expected = np.exp(log_probs) - q

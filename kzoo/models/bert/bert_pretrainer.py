@@ -250,7 +250,7 @@ class BertPretrainer(BertFillMask, Task):
         logits = ops.cast(y_pred["mlm_logits"], "float32")
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
         weights = ops.reshape(ops.cast(y["mask_weights"], "float32"), (-1,))
-        mlm, _ = backend.cross_entropy_terms(logits, ops.reshape(y["mask_ids"], (-1,)))
+        mlm = backend.cross_entropy(logits, ops.reshape(y["mask_ids"], (-1,)))
         predictions = ops.maximum(ops.sum(weights), _EPSILON) if normalisers is None else normalisers["mlm"]
         losses = {"mlm_loss": ops.sum(mlm * weights) / predictions}
         if self.with_next_sentence_prediction:

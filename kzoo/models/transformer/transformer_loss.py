@@ -124,8 +124,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def call(self, y_true, y_pred):
-        nll, uniform = backend.cross_entropy_terms(ops.cast(y_pred, "float32"), y_true)  # (b, t) each
-        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
+        return backend.cross_entropy(ops.cast(y_pred, "float32"), y_true, self.label_smoothing)  # (b, t)
 
     def get_config(self):
         config = super().get_config()
@@ -168,7 +167,7 @@ class TokenPerplexity(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true, y_pred = ops.convert_to_tensor(y_true), ops.convert_to_tensor(y_pred)
         _check_shapes(type(self).__name__, y_true, y_pred)
-        nll, _ = backend.cross_entropy_terms(ops.cast(y_pred, "float32"), y_true)
+        nll = backend.cross_entropy(ops.cast(y_pred, "float32"), y_true)
         weight = token_weights(y_true, self.padding_id, sample_weight)
         self.total.assign_add(ops.cast(ops.sum(nll * weight), self.dtype))
         self.count.assign_add(ops.cast(ops.sum(weight), self.dtype))
