@@ -8,7 +8,7 @@ import contextlib
 
 import keras
 
-from kzoo.backend import torch
+from kzoo.backend import jax, torch
 
 
 def write_cache(cache, update, index):
@@ -46,7 +46,18 @@ def cache_attention(query, key_cache, value_cache, mask, scale, length=None):
     first every call); elsewhere over all, masked (static shapes)."""
     if keras.backend.backend() == "torch":
         return torch.cache_attention(query, key_cache, value_cache, mask, scale, length)
-    return keras.ops.dot_product_attention(query, key_cache, value_cache, mask=mask, scale=scale)
+    if query.shape[1] != 1:
+        return keras.ops.dot_product_attention(query, key_cache, value_cache, mask=mask, scale=scale)
+    # One query (a search step): products and sums over the caches as they lie. XLA's dots
+    # first copied every cache heads first, each step (a third of a beam step's time).
+    # Sums in float32, as a dot accumulates (the casts fuse into the reads).
+    ops, dtype = keras.ops, keras.backend.standardize_dtype(query.dtype)
+    query, key_cache, value_cache = (ops.cast(x, "float32") for x in (query, key_cache, value_cache))
+    logits = ops.sum(query * key_cache, axis=-1) * scale  # (batch, slots, heads)
+    if mask is not None:  # (batch | 1, 1 | heads, 1, slots) -> (batch | 1, slots, 1 | heads)
+        logits = ops.where(ops.transpose(mask[:, :, 0], (0, 2, 1)), logits, float("-inf"))
+    weights = ops.softmax(logits, axis=1)
+    return ops.cast(ops.sum(weights[..., None] * value_cache, axis=1, keepdims=True), dtype)  # (batch, 1, heads, d_v)
 
 
 def attention_layout(cache):
@@ -57,8 +68,14 @@ def attention_layout(cache):
 
 
 def take_rows(x, rows):
-    """`ops.take(x, rows, axis=0)`, on torch in `x`'s memory layout (`attention_layout`)."""
-    return torch.take_rows(x, rows) if keras.backend.backend() == "torch" else keras.ops.take(x, rows, axis=0)
+    """`ops.take(x, rows, axis=0)` for `rows` in range: on torch in `x`'s memory
+    layout (`attention_layout`); on JAX without `ops.take`'s out-of-range fill
+    (a select over the whole result: a fifth of a beam step)."""
+    if keras.backend.backend() == "torch":
+        return torch.take_rows(x, rows)
+    if keras.backend.backend() == "jax":
+        return jax.take_rows(x, rows)
+    return keras.ops.take(x, rows, axis=0)
 
 
 def cache_rows():
@@ -67,10 +84,10 @@ def cache_rows():
     on hold zeros, as `ops.take(cache, rows, axis=0)`. On torch only the first
     `length` slots move, into caches it took before and that are free now
     (`torch.CacheRows`: a beam step moved whole new buffers, then most of its
-    time); elsewhere all of them. One per search: each call frees `cache`."""
+    time); elsewhere all of them (`take_rows`). One per search: each call frees `cache`."""
     if keras.backend.backend() == "torch":
         return torch.CacheRows()
-    return lambda cache, rows, length: keras.ops.take(cache, rows, axis=0)
+    return lambda cache, rows, length: take_rows(cache, rows)
 
 
 def cache_lengths(max_length):
