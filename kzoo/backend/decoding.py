@@ -43,13 +43,13 @@ def cache_attention(query, key_cache, value_cache, mask, scale, length=None):
     or None) leaves the slots from `length` on (int or scalar tensor; None:
     none) unattended: on torch over the first `length` slots only, read where
     they lie (`torch.cache_attention`; Keras copies the keys and values heads
-    first every call); elsewhere over all, masked (static shapes)."""
+    first every call); elsewhere over all, masked (static shapes), one query
+    (a search step) as products and sums over the caches where they lie."""
     if keras.backend.backend() == "torch":
         return torch.cache_attention(query, key_cache, value_cache, mask, scale, length)
     if query.shape[1] != 1:
         return keras.ops.dot_product_attention(query, key_cache, value_cache, mask=mask, scale=scale)
-    # One query (a search step): products and sums over the caches as they lie. XLA's dots
-    # first copied every cache heads first, each step (a third of a beam step's time).
+    # XLA's dots copied every cache heads first at every step: a third of a beam step.
     # Sums in float32, as a dot accumulates (the casts fuse into the reads).
     ops, dtype = keras.ops, keras.backend.standardize_dtype(query.dtype)
     query, key_cache, value_cache = (ops.cast(x, "float32") for x in (query, key_cache, value_cache))
