@@ -6,6 +6,7 @@ Run by hand, never in tests:
     python benchmarks/translation.py                      # all four contenders, ~16 min on 2 cores
     python benchmarks/translation.py --smoke              # every code path, seconds per contender
     python benchmarks/translation.py --source train.en --target train.de --steps 2000
+    python benchmarks/translation.py --contenders kzoo:torch pytorch --seed 1   # another draw
 
 The parent reads the corpus (the English→German gettext catalogues the
 translation example uses, or `--source FILE --target FILE`, two aligned
@@ -124,7 +125,7 @@ def kzoo_child(args, data):
 
     import kzoo  # noqa: PLC0415
 
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(args.seed)
     preprocessor = kzoo.TransformerPreprocessor(kzoo.TransformerTokenizer(data["vocabulary"]),
                                                 args.max_length, args.max_length, pad=False)
     model = kzoo.Transformer(
@@ -175,7 +176,7 @@ def pytorch_child(args, data):
     import torch  # noqa: PLC0415
     import translation_torch as reference  # noqa: PLC0415
 
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = reference.Translator(len(data["vocabulary"]), args.num_layers, args.hidden_dim, args.num_heads,
                                  args.intermediate_dim, 0.1, args.max_length + 64)
     tensors = lambda batches: [tuple(torch.from_numpy(a).long() for a in b) for b in batches]  # noqa: E731
@@ -255,6 +256,8 @@ def parse_args():
     parser.add_argument("--pairs", type=int, default=0, help="first N training, N / 10 dev and test pairs (0: all)")
     parser.add_argument("--test-sentences", type=int, default=0, help="test sentences decoded (0: all)")
     parser.add_argument("--decode-batch", type=int, default=64, help="sources per search call")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="each contender's initialisation and dropout draws (the batches stay the same)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: every code path in seconds")
     parser.add_argument("--output", default="benchmarks/results/translation.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
