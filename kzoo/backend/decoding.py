@@ -8,7 +8,7 @@ import contextlib
 
 import keras
 
-from kzoo.backend import jax, torch
+from kzoo.backend import torch
 
 
 def write_cache(cache, update, index):
@@ -68,14 +68,8 @@ def attention_layout(cache):
 
 
 def take_rows(x, rows):
-    """`ops.take(x, rows, axis=0)` for `rows` in range: on torch in `x`'s memory
-    layout (`attention_layout`); on JAX without `ops.take`'s out-of-range fill
-    (a select over the whole result: a fifth of a beam step)."""
-    if keras.backend.backend() == "torch":
-        return torch.take_rows(x, rows)
-    if keras.backend.backend() == "jax":
-        return jax.take_rows(x, rows)
-    return keras.ops.take(x, rows, axis=0)
+    """`ops.take(x, rows, axis=0)`, on torch in `x`'s memory layout (`attention_layout`)."""
+    return torch.take_rows(x, rows) if keras.backend.backend() == "torch" else keras.ops.take(x, rows, axis=0)
 
 
 def cache_rows():

@@ -1,7 +1,6 @@
 """JAX: a model's weights kept when `fit`/`predict` fail, a failing check
 inside a compiled step, predict steps that leave the variables in place,
-dropout's random numbers from XLA's ThreeFry op, compiled searches and
-their beams' rows taken without a range check. Reads the private
+dropout's random numbers from XLA's ThreeFry op, compiled searches. Reads the private
 `variable._value`, `model._jax_state`, `model._jax_state_synced` and
 `model.jax_state_sync()`, and calls Keras' JAX `predict_step(state, data)`
 (see `kzoo.backend`).
@@ -117,11 +116,3 @@ def uniform_threefry(shape, seed):
     _, bits = jax.lax.rng_bit_generator(key, tuple(shape), jnp.uint32, jax.lax.RandomAlgorithm.RNG_THREE_FRY)
     # 23 random bits as the mantissa of a float in [1, 2), minus 1.
     return jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - 1.0
-
-
-def take_rows(x, rows):
-    """`x`'s rows `rows` (axis 0), indices clamped into range rather than
-    checked (`jnp.take`'s default fills out-of-range rows, through a select)."""
-    import jax  # noqa: PLC0415
-
-    return jax.numpy.take(x, rows, axis=0, mode="clip")
