@@ -3,7 +3,7 @@ plain PyTorch loop around `torch.nn.Transformer`, trained and scored alike.
 
 Run by hand, never in tests:
 
-    python benchmarks/translation.py                      # all four contenders, ~16 min on 2 cores
+    python benchmarks/translation.py                      # all five contenders, ~20 min on 2 cores
     python benchmarks/translation.py --smoke              # every code path, seconds per contender
     python benchmarks/translation.py --source train.en --target train.de --steps 2000
     python benchmarks/translation.py --contenders kzoo:torch pytorch --seed 1   # another draw
@@ -23,7 +23,10 @@ order over rounds:
   `compile(optimizer=kzoo.transformer_optimizer(...))` (label smoothing 0.1,
   Adam 0.9 / 0.98 / 1e-9, eq. 3), `fit`, `evaluate` and `kzoo.translate`, as
   the example uses them;
-- `pytorch`: `benchmarks/translation_torch.py`, written for the benchmark.
+- `pytorch`: `benchmarks/translation_torch.py`, written for the benchmark:
+  `nn.Transformer` as PyTorch ships it, with a LayerNorm after each stack;
+- `pytorch:paper`: the same without those two LayerNorms, the paper's stacks
+  and kzoo's (every sub-layer already ends in one, sec. 3.1).
 
 Reported per contender: training target tokens per second (whole run, and
 steady: the steps after each batch shape's first), training wall and CPU
@@ -48,7 +51,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import common  # noqa: E402
 
-CONTENDERS = ("kzoo:tensorflow", "kzoo:jax", "kzoo:torch", "pytorch")
+CONTENDERS = ("kzoo:tensorflow", "kzoo:jax", "kzoo:torch", "pytorch", "pytorch:paper")
 SMOKE = dict(steps=8, warmup_steps=4, num_layers=1, hidden_dim=32, num_heads=4, intermediate_dim=64,
              tokens_per_batch=256, max_length=16, vocabulary_size=400, pairs=2000, test_sentences=16,
              decode_batch=8)
@@ -178,7 +181,8 @@ def pytorch_child(args, data):
 
     torch.manual_seed(args.seed)
     model = reference.Translator(len(data["vocabulary"]), args.num_layers, args.hidden_dim, args.num_heads,
-                                 args.intermediate_dim, 0.1, args.max_length + 64)
+                                 args.intermediate_dim, 0.1, args.max_length + 64,
+                                 final_norms=args.child == "pytorch")
     tensors = lambda batches: [tuple(torch.from_numpy(a).long() for a in b) for b in batches]  # noqa: E731
     train, dev = tensors(data["train"]), tensors(data["dev"])
     ends = []
@@ -210,7 +214,7 @@ def pytorch_child(args, data):
 def child(args):
     with open(os.path.join(args.folder, "data.pkl"), "rb") as f:
         data = pickle.load(f)
-    result = (pytorch_child if args.child == "pytorch" else kzoo_child)(args, data)
+    result = (pytorch_child if args.child.startswith("pytorch") else kzoo_child)(args, data)
     tokens = sum(int((y != 0).sum()) for _, _, y in data["train"])
     result["tokens_per_s"] = tokens / result["train_wall_s"]
     result["tokens_per_cpu_s"] = tokens / result["train_cpu_s"]
@@ -280,13 +284,13 @@ def main():
     passed = [a for a in sys.argv[1:] if a not in ("--contenders", *args.contenders)]
 
     def measure(contender):
-        backend = "torch" if contender == "pytorch" else contender.split(":")[1]
+        backend = "torch" if contender.startswith("pytorch") else contender.split(":")[1]
         summary = common.run_child(__file__, backend, [*passed, "--child", contender, "--folder", folder])
         with open(os.path.join(folder, f"{contender.replace(':', '_')}.json")) as f:
             result = json.load(f)
         for name in ("greedy", "beam"):
             hypotheses = result.pop(f"{name}_hypotheses")
-            if contender == "pytorch":  # token ids, of each batch's length: padded to one
+            if contender.startswith("pytorch"):  # token ids, of each batch's length: padded to one
                 width = max(map(len, hypotheses))
                 ids = np.asarray([h + [0] * (width - len(h)) for h in hypotheses])
                 hypotheses = [t.decode("utf-8") for t in tokenizer.detokenize(ids).numpy()]

@@ -4,7 +4,8 @@ beam search. Written for the benchmark; it imports nothing from kzoo.
 
 - Model: `torch.nn.Transformer(batch_first=True)`, post-LN (the paper's
   sub-layers, PyTorch's default), with the final LayerNorm PyTorch adds after
-  each stack; one embedding matrix for source, target and the pre-softmax
+  each stack, or without it (`final_norms=False`: the paper's stacks, whose
+  every sub-layer already ends in one, as kzoo's); one embedding matrix for source, target and the pre-softmax
   projection (sec. 3.4, shared vocabulary), scaled by sqrt(d_model), plus
   interleaved sinusoids (sec. 3.5). Dropout as kzoo's: on the embedding sums
   and every sub-layer output (sec. 5.4); the attention weights' and the
@@ -40,9 +41,11 @@ def sinusoids(length, width):
 class Translator(nn.Module):
     """`nn.Transformer` with tied, scaled embeddings and sinusoidal positions."""
 
-    def __init__(self, vocabulary_size, num_layers, width, heads, inner, dropout, max_length):
+    def __init__(self, vocabulary_size, num_layers, width, heads, inner, dropout, max_length, final_norms=True):
         super().__init__()
         self.transformer = nn.Transformer(width, heads, num_layers, num_layers, inner, dropout, batch_first=True)
+        if not final_norms:
+            self.transformer.encoder.norm = self.transformer.decoder.norm = nn.Identity()
         for layer in [*self.transformer.encoder.layers, *self.transformer.decoder.layers]:
             layer.dropout.p = 0.0  # inside the feed-forward
             for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
