@@ -195,6 +195,14 @@ def test_masked_accuracy_counts_real_tokens_only():
     metric = MaskedAccuracy()
     metric.update_state(labels, logits)
     np.testing.assert_allclose(float(metric.result()), 2 / 3, rtol=1e-6)
+    # Against Keras' arg-max accuracy on random logits (no ties), each token weighted alike.
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(4, 25, 8)).astype("float32"), rng.integers(1, 8, (4, 25))
+    metric.reset_state()
+    metric.update_state(labels, logits)
+    reference = keras.metrics.SparseCategoricalAccuracy()
+    reference.update_state(labels.reshape(-1), logits.reshape(-1, 8))
+    np.testing.assert_allclose(float(metric.result()), float(reference.result()), rtol=1e-6)
 
 
 def test_config_round_trips():
