@@ -122,31 +122,33 @@ class TransformerTokenizer(WordPieceTokenizer):
         >>> tokenizer.detokenize([2, 4, 5, 6, 3, 4, 0]).numpy()
         b'gone!'
         """
-        ids = _as_ragged_int32(ids)
+        ids = _as_dense_int32(ids, self.padding_id)
         scalar = ids.shape.rank == 1
         if scalar:
-            ids = tf.RaggedTensor.from_tensor(tf.expand_dims(ids, 0))
-        # Positions before the first [EOS] of each row.
+            ids = tf.expand_dims(ids, 0)
+        # Positions before the first [EOS] of each row, on the dense ids: eagerly
+        # (translate's every batch) 3 ms for 64 x 66 ids, 20 with ragged ops.
         before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, self.end_id), tf.int32), axis=1), 0)
         keep = before_end & tf.not_equal(ids, self.padding_id) & tf.not_equal(ids, self.start_id)
         text = self._pieces_to_text(tf.ragged.boolean_mask(ids, keep))
         return text[0] if scalar else text
 
 
-def _as_ragged_int32(ids):
-    """int32 ids as a 1-D tensor or a ragged `(batch, None)` tensor."""
+def _as_dense_int32(ids, padding_id):
+    """int32 ids as a dense `(length,)` or `(batch, length)` tensor; ragged rows
+    are padded with `padding_id`, which detokenizing drops."""
     if isinstance(ids, tf.RaggedTensor):
-        return tf.cast(ids, tf.int32)
+        return tf.cast(ids, tf.int32).to_tensor(padding_id)
     if not isinstance(ids, tf.Tensor):
         ids = keras.ops.convert_to_numpy(ids) if hasattr(ids, "shape") else ids
         try:
             ids = tf.constant(ids, tf.int32)
         except ValueError:  # rows of different lengths
-            return tf.ragged.constant(ids, dtype=tf.int32)
+            return tf.ragged.constant(ids, dtype=tf.int32).to_tensor(padding_id)
     ids = tf.cast(ids, tf.int32)
     if ids.shape.rank not in (1, 2):
         raise ValueError(
             f"TransformerTokenizer.detokenize expects token ids of shape (length,) or "
             f"(batch, length); got shape {tuple(ids.shape)}."
         )
-    return ids if ids.shape.rank == 1 else tf.RaggedTensor.from_tensor(ids)
+    return ids
