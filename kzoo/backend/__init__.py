@@ -150,9 +150,10 @@ def predict_on_batch(model, x, keras_predict_on_batch):
 
 
 def decoder_steps(model, step):
-    """`step` (`Transformer.next_token_logits`: tensors in, tensors out), on torch
-    run as traces of itself per shape (`torch.TracedCalls`: Keras' per-layer
-    Python was 2/3 of an eager step); as is elsewhere (compiled with the search)."""
+    """`step` (`Transformer.next_token_logits`, or its encoding of the source for
+    the caches: tensors in, tensors out), on torch run as traces of itself per
+    shape (`torch.TracedCalls`: Keras' per-layer Python was 2/3 of an eager
+    step); as is elsewhere (compiled with the search)."""
     if keras.backend.backend() != "torch":
         return step
     return torch.TracedCalls(model, step)

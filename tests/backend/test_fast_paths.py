@@ -267,20 +267,20 @@ def test_decoder_steps_traced_on_torch_translate_as_eager_and_follow_the_weights
     model.set_weights([np.random.default_rng(3).normal(0.0, 1.0, w.shape).astype("float32") for w in model.get_weights()])
     sources = np.random.default_rng(4).integers(4, 40, (3, 6)).astype("int32")
 
-    def eager(beam_size):  # every step through Keras' layers
-        traced = model.__dict__.pop("_decoder_steps")
+    def eager(beam_size):  # the encoding and every step through Keras' layers
+        traced = {name: model.__dict__.pop(name) for name in ("_decoder_steps", "_encoder_caches")}
         try:
-            model.__dict__["_decoder_steps"] = model.next_token_logits
+            model.__dict__.update(_decoder_steps=model.next_token_logits, _encoder_caches=model._encoder_caches)
             return keras.ops.convert_to_numpy(model.generate(sources, beam_size=beam_size))
         finally:
-            model.__dict__["_decoder_steps"] = traced
+            model.__dict__.update(traced)
 
     for beam_size in (1, 3):
         tokens = keras.ops.convert_to_numpy(model.generate(sources, beam_size=beam_size))
         assert (tokens[:, 10:] != 0).any()  # over 10 steps, all but the first traced
         np.testing.assert_array_equal(tokens, eager(beam_size))
-    traces = model.__dict__["_decoder_steps"].traces
-    assert any(isinstance(trace, torch.jit.ScriptModule) for trace in traces.values())
+    for name in ("_decoder_steps", "_encoder_caches"):
+        assert any(isinstance(trace, torch.jit.ScriptModule) for trace in model.__dict__[name].traces.values())
     before = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3))
     model.set_weights([w * 0.5 for w in model.get_weights()])  # in place: the traces read the new values
     after = keras.ops.convert_to_numpy(model.generate(sources, beam_size=3))
@@ -299,9 +299,14 @@ def test_decoder_steps_traced_on_torch_give_the_eager_logits_and_caches():
                              max_sequence_length=32, dropout=0.0)
     sources = np.random.default_rng(4).integers(4, 40, (3, 6)).astype("int32")
     traced = decoder_steps(model, model.next_token_logits)
-    for _ in range(2):  # seen once, then traced
+    for _ in range(2):  # seen once, then traced (the encoder's caches too)
         traced(keras.ops.full((3,), 2, "int32"), model.initial_cache(sources, 8), keras.ops.convert_to_tensor(0))
     caches = {"eager": model.initial_cache(sources, 8), "traced": model.initial_cache(sources, 8)}
+    encoded = model._encoder_caches(keras.ops.convert_to_tensor(sources))  # through Keras' layers
+    assert np.abs(keras.ops.convert_to_numpy(encoded["cross_key_0"])).max() > 0.1
+    for key, value in encoded.items():
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(caches["traced"][key]),
+                                   keras.ops.convert_to_numpy(value), atol=1e-5, rtol=0)
     tokens = np.random.default_rng(5).integers(4, 40, (8, 3)).astype("int32")
     for index in range(8):
         step = {}
