@@ -184,10 +184,11 @@ class MaskedAccuracy(keras.metrics.MeanMetricWrapper):
     """Next-token accuracy over non-padding target tokens (sec. 5.4's "accuracy").
 
     A target token counts as right when its logit is the largest (ties count,
-    as in `keras.ops.in_top_k(..., k=1)`): one max and one gather, 7x cheaper
-    than an arg-max over the vocabulary on every backend. Keras'
-    `SparseCategoricalAccuracy` would also count padding positions; here they
-    get weight 0, so the result is the fraction of real target tokens predicted.
+    as in `keras.ops.in_top_k(..., k=1)`): one max and one gather (JAX: 1.0
+    ms against an arg-max's 7.0 over 64 x 32 x 3,857 logits, 4-7% of a
+    training step). Keras' `SparseCategoricalAccuracy` would also count padding
+    positions; here they get weight 0, so the result is the fraction of real
+    target tokens predicted.
 
     Args:
         padding_id: int. The target id that marks padding. Defaults to `0`.
