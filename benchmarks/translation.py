@@ -159,7 +159,9 @@ def kzoo_child(args, data):
     ends = []
     record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs=None: ends.append(time.perf_counter()))
     start = time.perf_counter()
-    _, wall, cpu = timed(lambda: model.fit(dataset(data["train"]), epochs=1, verbose=0, callbacks=[record]))
+    # shuffle=False: Keras would shuffle a PyDataset's batches (JAX, torch), not TensorFlow's generator.
+    _, wall, cpu = timed(lambda: model.fit(dataset(data["train"]), epochs=1, verbose=0, callbacks=[record],
+                                           shuffle=False))
     result = {"train_wall_s": wall, "train_cpu_s": cpu, "steady_tokens_per_s": steady_rate(ends, start, data["train"]),
               "dev_perplexity": float(model.evaluate(dataset(data["dev"]), return_dict=True, verbose=0)["perplexity"])}
     sources = data["test_sources"]
