@@ -9,10 +9,14 @@ models); the paper's post-LN model has none, so the test removes them and
 shows that they would make a difference.
 """
 
+import math
+
 import numpy as np
 import pytest
 import torch
 from keras import ops
+
+import kzoo
 
 from kzoo.layers import TransformerDecoderBlock, TransformerEncoderBlock
 from kzoo.models.transformer.transformer import Transformer
@@ -136,8 +140,7 @@ def test_decoder_block_matches_torch():
     np.testing.assert_allclose(to_numpy(output), expected, atol=ATOL, rtol=0)
 
 
-@pytest.fixture(scope="module")
-def models():
+def paired_models():
     """A 2-layer kzoo.Transformer and torch.nn.Transformer with the same weights."""
     model = randomize_weights(Transformer(
         vocabulary_size=40, num_layers=2, hidden_dim=HIDDEN, intermediate_dim=FFN,
@@ -151,6 +154,11 @@ def models():
     for source, target in zip(reference.decoder.layers, model.decoder_layers):
         copy_decoder_layer(source, target)
     return model, reference
+
+
+@pytest.fixture(scope="module")
+def models():
+    return paired_models()
 
 
 def torch_forward(reference, model):
@@ -189,3 +197,42 @@ def test_stack_matches_torch_transformer_without_its_final_norms(models):
     logits = to_numpy(model({"encoder_token_ids": SOURCE, "decoder_token_ids": TARGET}))
     np.testing.assert_allclose(logits, decoder_output @ table.T, atol=ATOL, rtol=0)
     assert np.abs(logits - with_norms[1] @ table.T).max() > 0.1
+
+
+def test_training_steps_match_torch_adam_and_label_smoothed_cross_entropy():
+    """The recipe end to end (sec. 5.3-5.4, dropout 0): `compile()`'s loss
+    (label smoothing 0.1, padding ignored) and `transformer_optimizer` take,
+    step by step, the losses of a plain PyTorch loop: `nn.Transformer`
+    without its final norms, tied embeddings, `F.cross_entropy(label_smoothing=0.1,
+    ignore_index=0)`, `torch.optim.Adam(0.9, 0.98, 1e-9)` and eq. 3 by `LambdaLR`."""
+    model, reference = paired_models()
+    reference.encoder.norm = reference.decoder.norm = None
+    table = torch.nn.Parameter(torch_tensor(to_numpy(model.token_embedding.embeddings).astype("float32")))
+    positions = {side: torch_tensor(to_numpy(model.embed(ids, side)).astype("float32"))
+                 - table.detach()[torch_tensor(ids).long()] * math.sqrt(HIDDEN)
+                 for side, ids in (("encoder", SOURCE), ("decoder", TARGET[:, :-1]))}
+    labels = TARGET[:, 1:]
+    optimizer = torch.optim.Adam([table, *reference.parameters()], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    warmup = 3
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: HIDDEN**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5))
+    model.compile(optimizer=kzoo.transformer_optimizer(HIDDEN, warmup_steps=warmup))
+    inputs = {"encoder_token_ids": SOURCE, "decoder_token_ids": TARGET[:, :-1]}
+    kzoo_losses, torch_losses = [], []
+    for _ in range(6):
+        kzoo_losses.append(float(model.train_on_batch(inputs, labels, return_dict=True)["loss"]))
+        source, target = (table[torch_tensor(ids).long()] * math.sqrt(HIDDEN) + positions[side]
+                          for side, ids in (("encoder", SOURCE), ("decoder", TARGET[:, :-1])))
+        output = reference(source, target, src_key_padding_mask=torch_tensor(SOURCE == 0),
+                           memory_key_padding_mask=torch_tensor(SOURCE == 0),
+                           tgt_key_padding_mask=torch_tensor(TARGET[:, :-1] == 0),
+                           tgt_mask=causal_mask(labels.shape[1]), tgt_is_causal=True)
+        loss = torch.nn.functional.cross_entropy((output @ table.T).flatten(0, 1), torch_tensor(labels).long().flatten(),
+                                                 ignore_index=0, label_smoothing=0.1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        torch_losses.append(loss.item())
+    assert kzoo_losses[0] - kzoo_losses[-1] > 1.0  # the steps are large enough to show a wrong one
+    np.testing.assert_allclose(kzoo_losses, torch_losses, rtol=1e-4)
