@@ -17,7 +17,6 @@ import torch
 from keras import ops
 
 import kzoo
-
 from kzoo.layers import TransformerDecoderBlock, TransformerEncoderBlock
 from kzoo.models.transformer.transformer import Transformer
 from tests.layers.numpy_reference import randomize_weights
@@ -208,21 +207,20 @@ def test_training_steps_match_torch_adam_and_label_smoothed_cross_entropy():
     model, reference = paired_models()
     reference.encoder.norm = reference.decoder.norm = None
     table = torch.nn.Parameter(torch_tensor(to_numpy(model.token_embedding.embeddings).astype("float32")))
+    sides = (("encoder", SOURCE), ("decoder", TARGET[:, :-1]))
     positions = {side: torch_tensor(to_numpy(model.embed(ids, side)).astype("float32"))
-                 - table.detach()[torch_tensor(ids).long()] * math.sqrt(HIDDEN)
-                 for side, ids in (("encoder", SOURCE), ("decoder", TARGET[:, :-1]))}
+                 - table.detach()[torch_tensor(ids).long()] * math.sqrt(HIDDEN) for side, ids in sides}
     labels = TARGET[:, 1:]
     optimizer = torch.optim.Adam([table, *reference.parameters()], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     warmup = 3
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: HIDDEN**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5))
     model.compile(optimizer=kzoo.transformer_optimizer(HIDDEN, warmup_steps=warmup))
-    inputs = {"encoder_token_ids": SOURCE, "decoder_token_ids": TARGET[:, :-1]}
+    batch = {"encoder_token_ids": SOURCE, "decoder_token_ids": TARGET[:, :-1]}
     kzoo_losses, torch_losses = [], []
     for _ in range(6):
-        kzoo_losses.append(float(model.train_on_batch(inputs, labels, return_dict=True)["loss"]))
-        source, target = (table[torch_tensor(ids).long()] * math.sqrt(HIDDEN) + positions[side]
-                          for side, ids in (("encoder", SOURCE), ("decoder", TARGET[:, :-1])))
+        kzoo_losses.append(float(model.train_on_batch(batch, labels, return_dict=True)["loss"]))
+        source, target = (table[torch_tensor(ids).long()] * math.sqrt(HIDDEN) + positions[side] for side, ids in sides)
         output = reference(source, target, src_key_padding_mask=torch_tensor(SOURCE == 0),
                            memory_key_padding_mask=torch_tensor(SOURCE == 0),
                            tgt_key_padding_mask=torch_tensor(TARGET[:, :-1] == 0),
