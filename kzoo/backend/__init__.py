@@ -37,6 +37,8 @@ when one disappears (a silently unused override would only be slower).
   `jax_state_sync()`, and the JAX trainer's `predict_step(state, data)` (state:
   the trainable and non-trainable variables' values), called by
   `jax.predict_on_batch` (keras 3.15.1).
+- XLA's experimental `xla_cpu_experimental_ynn_fusion_type` option, set empty for
+  kzoo's own `jax.jit` calls (`jax.inference_compiler_options`) (jaxlib 0.10.2).
 - Keras `Layer.__delattr__` calls `gc.collect()` for every variable it drops
   (keras 3.15.1): `kzoo.models.quantization` holds those calls back.
 - `torch.jit.trace` (deprecated in torch 2.13, checked on 2.13.0): `torch.TracedCalls`

@@ -1,12 +1,15 @@
 """JAX: a model's weights kept when `fit`/`predict` fail, a failing check
 inside a compiled step, predict steps that leave the variables in place,
-dropout's random numbers from XLA's ThreeFry op, compiled searches. Reads the private
+dropout's random numbers from XLA's ThreeFry op, compiled searches, compiled
+without XLA:CPU's YNNPACK fusions (an experimental XLA option, checked on
+jaxlib 0.10.2, left out where a jaxlib lacks it). Reads the private
 `variable._value`, `model._jax_state`, `model._jax_state_synced` and
 `model.jax_state_sync()`, and calls Keras' JAX `predict_step(state, data)`
 (see `kzoo.backend`).
 """
 
 import contextlib
+import functools
 
 import keras
 import numpy as np
@@ -45,7 +48,9 @@ def predict_on_batch(model, x):
 
     step = model.__dict__.get("_undonated_predict_step")
     if step is None:
-        step = model.__dict__["_undonated_predict_step"] = jax.jit(model.predict_step)
+        step = model.__dict__["_undonated_predict_step"] = jax.jit(
+            model.predict_step, compiler_options=inference_compiler_options()
+        )
     non_trainable = model.non_trainable_variables
     outputs, values = step(([v.value for v in model.trainable_variables], [v.value for v in non_trainable]), (x,))
     for variable, value in zip(non_trainable, values):
@@ -73,11 +78,30 @@ def compiled_inference(model, function):
         fixed = tuple(None if array else a for a, array in zip(arguments, is_array))
         step = compiled.get(fixed)
         if step is None:
-            step = compiled[fixed] = jax.jit(lambda values, arrays: run(values, list(arrays), fixed))
+            step = compiled[fixed] = jax.jit(
+                lambda values, arrays: run(values, list(arrays), fixed), compiler_options=inference_compiler_options()
+            )
         arrays = [a for a, array in zip(arguments, is_array) if array]
         return step([variable.value for variable in model.variables], arrays)
 
     return call
+
+
+@functools.cache
+def inference_compiler_options():
+    """`jax.jit`'s `compiler_options` for kzoo's predict steps and searches:
+    XLA:CPU without its YNNPACK fusions, which made a beam search step's
+    hundreds of small ops 1.3x slower, greedy 1.4x, a BERT-Base forward of
+    one text 1.15x (jaxlib 0.10.2, the benchmarks page); none where this
+    jaxlib lacks the option (a tiny compile tells, once)."""
+    import jax  # noqa: PLC0415
+
+    options = {"xla_cpu_experimental_ynn_fusion_type": ""}
+    try:
+        jax.jit(lambda: 0, compiler_options=options).lower().compile()
+    except jax.errors.JaxRuntimeError:  # "No such compile option"
+        return {}
+    return options
 
 
 # Said after the message of a check that fails inside a compiled step. Only steps
