@@ -76,13 +76,16 @@ def compiled_inference(model, function):
     def call(*arguments):
         is_array = [isinstance(a, (jax.Array, np.ndarray)) for a in arguments]
         fixed = tuple(None if array else a for a, array in zip(arguments, is_array))
-        step = compiled.get(fixed)
+        arrays, values = [a for a, array in zip(arguments, is_array) if array], [v.value for v in model.variables]
+        # Inside another trace (an export, a user's jit) only a top-level jit takes compiler options.
+        nested = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((arrays, values)))
+        step = compiled.get((fixed, nested))
         if step is None:
-            step = compiled[fixed] = jax.jit(
-                lambda values, arrays: run(values, list(arrays), fixed), compiler_options=inference_compiler_options()
+            step = compiled[fixed, nested] = jax.jit(
+                lambda values, arrays: run(values, list(arrays), fixed),
+                compiler_options=None if nested else inference_compiler_options(),
             )
-        arrays = [a for a, array in zip(arguments, is_array) if array]
-        return step([variable.value for variable in model.variables], arrays)
+        return step(values, arrays)
 
     return call
 
