@@ -1,6 +1,9 @@
 """The suite's time budget: every test's CPU seconds, the slowest listed at
-the end of each run, and a test over the budget fails the run unless it is
-listed below with the reason it needs the time.
+the end of each run, and the tests over the budget that are not listed below
+with the reason they need the time, in a section of their own. It reports and
+never fails the run: CPU seconds depend on the machine (a host 1.9x slower
+took 26.7 s for a test of under 8 with AVX-512, 2026-11-30), and speed is a benchmark's to
+measure, not a test's to assert.
 
 A test's CPU time is its setup, call and teardown (a module fixture's cost
 goes to the first test that asks for it), in this process and in the
@@ -9,8 +12,7 @@ machine that moves far less than wall time. The budget is set for 2 cores
 without AVX-512, the slower kind of machine CI gets; a test that needs more
 is either worth its time (the reason says why) or is cut to fit.
 
-`--cpu-budget=0` turns the check off (the breakage script does:
-tests/breakages.py runs a few files with the library broken on purpose).
+`--cpu-budget=SECONDS` sets the report's limit; `0` leaves the section out.
 """
 
 import json
@@ -130,8 +132,8 @@ def _entries(item):
 
 def pytest_addoption(parser):
     parser.addoption("--cpu-budget", type=float, default=BUDGET_CPU_SECONDS,
-                     help=f"CPU seconds a test may take unless tests/time_budget.py lists it "
-                          f"(default {BUDGET_CPU_SECONDS:g}; 0 turns the check off)")
+                     help=f"CPU seconds over which a test not listed in tests/time_budget.py is reported "
+                          f"(default {BUDGET_CPU_SECONDS:g}; 0: no report)")
 
 
 _spent = {}
@@ -160,9 +162,6 @@ def over_budget(spent, budget):
 
 def pytest_sessionfinish(session, exitstatus):
     _log.pop().close()
-    budget = session.config.getoption("--cpu-budget")
-    if budget and over_budget(_spent, budget) and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -177,7 +176,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     budget = config.getoption("--cpu-budget")
     over = over_budget(_spent, budget) if budget else {}
     if over:
-        terminalreporter.section("over the time budget", red=True)
+        terminalreporter.section("over the time budget (reported; the run's result is the tests')", red=True)
         for node, seconds in sorted(over.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:7.1f} s CPU  {node}", red=True)
         terminalreporter.write_line(

@@ -124,7 +124,7 @@ def inference_function(model, function):
     are not tensors are fixed at each trace."""
     backend = keras.backend.backend()
     if backend == "tensorflow":  # non-tensor arguments are static; variables are read when called
-        return tf.function(function, jit_compile=True, reduce_retracing=True)
+        return tf.function(function, jit_compile=True, reduce_retracing=True, autograph=False)
     if backend == "torch":
         import torch as torch_module  # noqa: PLC0415
 
