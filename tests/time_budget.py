@@ -81,7 +81,8 @@ WHY = {
         "tests/backend/test_fast_paths.py::test_several_models_predicting_log_no_retracing_warning",
     ],
     "runs the training it compares both ways, each compiled apart (compiled and eager, micro-batches "
-    "and the big batch, kzoo's and Keras' optimizer)": [
+    "and the big batch, kzoo's and Keras' optimizer; a list, an array and a dataset, each its own path)": [
+        "tests/models/test_same_losses_any_container.py::test_list_array_and_dataset_give_the_same_epoch_losses",
         "tests/backend/test_fast_paths.py::test_default_compiled_training_equals_uncompiled",
         "tests/models/bert/test_gradient_accumulation.py::test_two_micro_batches_of_8_update_as_one_batch_of_16",
         "tests/models/bert/test_gradient_accumulation.py::test_keras_own_adamw_accumulates_as_the_big_batch",
