@@ -20,7 +20,9 @@ when one disappears (a silently unused override would only be slower).
   `Trainer._compute_loss` (overridden by `BaseModel`: every backend's train
   and test steps compute the loss there, `kzoo.models.accumulation`) (keras 3.15.1).
 - `keras.src.backend.torch.optimizers.torch_adam.Adam` / `torch_adamw.AdamW`
-  and their `_parallel_update_step`; Keras Adam's `_get_variable_index`,
+  and their `_parallel_update_step`; Keras optimizers' `_get_current_learning_rate`
+  (the schedule's value, overridden by `adam_base`'s step to evaluate it once a
+  step); Keras Adam's `_get_variable_index`,
   `_momentums`, `_velocities`, `_velocity_hats`, read by `adam_base`'s step on
   every backend (keras 3.15.1); `torch._fused_adam_` (torch 2.13.0).
 - Keras' `evaluate(..., _use_cached_eval_dataset=True)`, `fit`'s call for its
@@ -97,8 +99,30 @@ def adam_base(optimizer_class):
 
 
 class _AdamStep:
-    """Keras' Adam/AdamW `update_step` as Algorithm 1 (see `adam_base`);
-    weight decay stays Keras' own (decoupled, applied before it)."""
+    """Keras' Adam/AdamW `update_step` as Algorithm 1 (see `adam_base`), in
+    PyTorch's order of operations; weight decay stays Keras' own (decoupled,
+    applied before it). The step's scalars (the learning rate, the bias
+    corrections) are computed once per step: Keras evaluates the schedule
+    again for each weight-decayed variable and the corrections for each
+    variable, 40% of a traced optimizer step's ops on TensorFlow."""
+
+    _step_scalars = None
+
+    def apply(self, grads, trainable_variables=None):
+        ops = keras.ops
+        learning_rate = ops.cast(super()._get_current_learning_rate(), "float32")
+        step = ops.cast(self.iterations + 1, "float32")
+        corrections = [1 - ops.power(ops.cast(beta, "float32"), step) for beta in (self.beta_1, self.beta_2)]
+        self._step_scalars = (learning_rate, learning_rate / corrections[0], ops.sqrt(corrections[1]))
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._step_scalars = None
+
+    def _get_current_learning_rate(self):
+        if self._step_scalars is None:
+            return super()._get_current_learning_rate()
+        return self._step_scalars[0]
 
     def update_step(self, gradient, variable, learning_rate):
         ops, dtype = keras.ops, variable.dtype
@@ -110,11 +134,10 @@ class _AdamStep:
         if self.amsgrad:  # the largest second moment so far (Reddi et al. 2018), as Keras and PyTorch
             self.assign(self._velocity_hats[index], ops.maximum(self._velocity_hats[index], v))
             v = self._velocity_hats[index]
-        step = ops.cast(self.iterations + 1, dtype)
-        m_hat = ops.divide(m, 1 - ops.power(ops.cast(self.beta_1, dtype), step))
-        v_hat = ops.divide(v, 1 - ops.power(ops.cast(self.beta_2, dtype), step))
-        lr = ops.cast(learning_rate, dtype)
-        self.assign_sub(variable, ops.divide(ops.multiply(lr, m_hat), ops.add(ops.sqrt(v_hat), self.epsilon)))
+        _, step_size, correction_2_sqrt = (ops.cast(scalar, dtype) for scalar in self._step_scalars)
+        # lr / (1 - beta_1^t) * m / (sqrt(v) / sqrt(1 - beta_2^t) + epsilon) = lr * m_hat / (sqrt(v_hat) + epsilon)
+        denominator = ops.add(ops.divide(ops.sqrt(v), correction_2_sqrt), self.epsilon)
+        self.assign_sub(variable, ops.multiply(step_size, ops.divide(m, denominator)))
 
 
 def inference_function(model, function):

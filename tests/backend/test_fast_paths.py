@@ -117,6 +117,26 @@ def test_bert_adamw_steps_as_torch_adamw_with_exclusions(amsgrad):
                                    rtol=1e-4, atol=1e-5)  # float32 1 - beta_2^t: ~1e-5 relative
 
 
+def test_bert_adamw_reads_its_schedule_once_a_step_not_once_a_variable():
+    """Keras' `AdamW` evaluates a learning-rate schedule again for each
+    weight-decayed variable (1 + 10 calls here); `adam_base`'s step once (torch: Keras'
+    own, once for the decay and once for the fused step)."""
+    calls = []
+
+    class Counted(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            calls.append(step)
+            return keras.ops.cast(0.1 / (1.0 + keras.ops.cast(step, "float32")), "float32")
+
+    variables = [keras.Variable(np.ones((2, 2), "float32"), name="kernel") for _ in range(10)]
+    optimizer = kzoo.BertAdamW(learning_rate=Counted(), weight_decay=0.01)
+    optimizer.build(variables)
+    optimizer.apply([keras.ops.ones((2, 2)) for _ in variables], variables)
+    assert len(calls) == (2 if BACKEND == "torch" else 1), len(calls)
+    # The step taken: the decay, then Adam's first step, lr * g / (|g| + eps) = 0.1 each.
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(variables[0]), 1 - 0.1 * 0.01 - 0.1, rtol=1e-6)
+
+
 def test_generate_through_inference_function_matches_eager_search_and_records_no_graph():
     """`Transformer.generate` runs its search through `inference_function`
     (XLA on TensorFlow and JAX, no autograd on torch): same tokens as the
