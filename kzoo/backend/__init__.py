@@ -104,7 +104,8 @@ class _AdamStep:
     applied before it). The step's scalars (the learning rate, the bias
     corrections) are computed once per step: Keras evaluates the schedule
     again for each weight-decayed variable and the corrections for each
-    variable, 40% of a traced optimizer step's ops on TensorFlow."""
+    variable, 40% of a traced optimizer step's ops on TensorFlow. There the
+    update is TensorFlow's fused Adam kernel (`tensorflow.apply_adam`)."""
 
     _step_scalars = None
 
@@ -112,8 +113,12 @@ class _AdamStep:
         ops = keras.ops
         learning_rate = ops.cast(super()._get_current_learning_rate(), "float32")
         step = ops.cast(self.iterations + 1, "float32")
-        corrections = [1 - ops.power(ops.cast(beta, "float32"), step) for beta in (self.beta_1, self.beta_2)]
-        self._step_scalars = (learning_rate, learning_rate / corrections[0], ops.sqrt(corrections[1]))
+        powers = [ops.power(ops.cast(beta, "float32"), step) for beta in (self.beta_1, self.beta_2)]
+        correction_2_sqrt = ops.sqrt(1 - powers[1])
+        # A float32 epsilon * sqrt(1 - beta_2^t) underflows below 1e-45: an epsilon of 0 stays 0 either way.
+        self._step_scalars = dict(learning_rate=learning_rate, beta_1_power=powers[0], beta_2_power=powers[1],
+                                  step_size=learning_rate / (1 - powers[0]), correction_2_sqrt=correction_2_sqrt,
+                                  epsilon=self.epsilon * correction_2_sqrt)
         try:
             return super().apply(grads, trainable_variables)
         finally:
@@ -122,22 +127,25 @@ class _AdamStep:
     def _get_current_learning_rate(self):
         if self._step_scalars is None:
             return super()._get_current_learning_rate()
-        return self._step_scalars[0]
+        return self._step_scalars["learning_rate"]
 
     def update_step(self, gradient, variable, learning_rate):
         ops, dtype = keras.ops, variable.dtype
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
+        scalars = {name: ops.cast(value, dtype) for name, value in self._step_scalars.items()}
+        if keras.backend.backend() == "tensorflow" and not self.amsgrad:
+            # epsilon * sqrt(1 - beta_2^t) added to sqrt(v) is epsilon added to sqrt(v_hat).
+            return tensorflow.apply_adam(variable, m, v, gradient, scalars, self.beta_1, self.beta_2)
         gradient = ops.cast(gradient, dtype)
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
         self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
         if self.amsgrad:  # the largest second moment so far (Reddi et al. 2018), as Keras and PyTorch
             self.assign(self._velocity_hats[index], ops.maximum(self._velocity_hats[index], v))
             v = self._velocity_hats[index]
-        _, step_size, correction_2_sqrt = (ops.cast(scalar, dtype) for scalar in self._step_scalars)
         # lr / (1 - beta_1^t) * m / (sqrt(v) / sqrt(1 - beta_2^t) + epsilon) = lr * m_hat / (sqrt(v_hat) + epsilon)
-        denominator = ops.add(ops.divide(ops.sqrt(v), correction_2_sqrt), self.epsilon)
-        self.assign_sub(variable, ops.multiply(step_size, ops.divide(m, denominator)))
+        denominator = ops.add(ops.divide(ops.sqrt(v), scalars["correction_2_sqrt"]), self.epsilon)
+        self.assign_sub(variable, ops.multiply(scalars["step_size"], ops.divide(m, denominator)))
 
 
 def inference_function(model, function):
