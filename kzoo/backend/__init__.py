@@ -91,8 +91,8 @@ def adam_base(optimizer_class):
     as PyTorch and Hugging Face do. Keras adds it to sqrt(v), which in
     Algorithm 1's terms is an epsilon 1 / sqrt(1 - beta_2^t) times larger
     (32x at the first step with beta_2 0.999): fine-tuning then learns more
-    slowly over its first hundreds of steps. On torch as one fused kernel
-    (`torch.fused_adam_base`)."""
+    slowly over its first hundreds of steps. One fused kernel on torch
+    (`torch.fused_adam_base`) and, per variable, on TensorFlow (`_AdamStep`)."""
     if keras.backend.backend() == "torch":
         return torch.fused_adam_base(optimizer_class)
     return type(optimizer_class.__name__, (_AdamStep, optimizer_class), {})

@@ -133,7 +133,7 @@ class BertAdamW(adam_base(keras.optimizers.AdamW)):
     to sqrt(v_hat)), as PyTorch's and Hugging Face's AdamW take it; Keras'
     `AdamW` adds epsilon to sqrt(v), a 32x larger epsilon at the first step
     that slows fine-tuning's first hundreds of steps (`kzoo.backend.adam_base`).
-    On torch it runs as one fused kernel.
+    It runs as fused kernels on torch and TensorFlow.
 
     Unlike `keras.optimizers.AdamW.exclude_from_weight_decay(var_names=...)`,
     whose names are lost by `get_config` (and so by `.keras` save/load), the
