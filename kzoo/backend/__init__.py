@@ -104,7 +104,7 @@ class _AdamStep:
     applied before it). The step's scalars (the learning rate, the bias
     corrections) are computed once per step: Keras evaluates the schedule
     again for each weight-decayed variable and the corrections for each
-    variable, 40% of a traced optimizer step's ops on TensorFlow. There the
+    variable, half of a traced optimizer step's ops on TensorFlow. There the
     update is TensorFlow's fused Adam kernel (`tensorflow.apply_adam`)."""
 
     _step_scalars = None
@@ -115,7 +115,6 @@ class _AdamStep:
         step = ops.cast(self.iterations + 1, "float32")
         powers = [ops.power(ops.cast(beta, "float32"), step) for beta in (self.beta_1, self.beta_2)]
         correction_2_sqrt = ops.sqrt(1 - powers[1])
-        # A float32 epsilon * sqrt(1 - beta_2^t) underflows below 1e-45: an epsilon of 0 stays 0 either way.
         self._step_scalars = dict(learning_rate=learning_rate, beta_1_power=powers[0], beta_2_power=powers[1],
                                   step_size=learning_rate / (1 - powers[0]), correction_2_sqrt=correction_2_sqrt,
                                   epsilon=self.epsilon * correction_2_sqrt)

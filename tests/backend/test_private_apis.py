@@ -51,6 +51,8 @@ def test_keras_adam_slots(amsgrad):
     index = optimizer._get_variable_index(variable)
     slots = [optimizer._momentums, optimizer._velocities] + ([optimizer._velocity_hats] if amsgrad else [])
     assert all(tuple(slot[index].shape) == (2,) for slot in slots)
+    # Overridden by `adam_base`'s step, which evaluates the schedule once a step.
+    assert callable(getattr(optimizer, "_get_current_learning_rate", None))
 
 
 @on("torch")
